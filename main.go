@@ -1,0 +1,45 @@
+// Command sbx is the gateway that runs coding agents in throwaway microVMs and
+// fronts them over SSH, a web UI and MCP. The same static binary is also the
+// guest's PID 1 inside every box (see vm/guest).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"sbx.dev/sbx/gateway"
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/guest"
+)
+
+func main() {
+	// Inside a box the kernel starts this binary as /init: it serves the
+	// host's agent protocol and never returns to the CLI below.
+	if guest.IsInit() {
+		os.Exit(guest.Main())
+	}
+	if err := newRoot().ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "sbx:", err)
+		os.Exit(1)
+	}
+}
+
+// newRoot wires every subcommand. Each package owns its own commands; this
+// file only lists them.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sbx",
+		Short:         "Run coding agents in throwaway microVMs, driven over SSH, web and MCP",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		gateway.NewServeCommand(),
+		gateway.NewConfigCommand(),
+		vm.NewDoctorCommand(),
+	)
+	return root
+}
