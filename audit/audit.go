@@ -1,0 +1,121 @@
+// Package audit records every state-changing action as a row in the store and
+// as an [audit] structured log line, so an operator can answer "who did what,
+// from where, and did it work" after the fact.
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Results of an audited action.
+const (
+	ResultOK     = "ok"
+	ResultDenied = "denied" // refused by a rule: permission, last admin, throttle
+	ResultError  = "error"  // failed: bad input, not found, storage error
+)
+
+// Entry is one audited action.
+type Entry struct {
+	ID     int64
+	Time   time.Time
+	Actor  string // user name of whoever acted ("" when unknown)
+	Front  string // "ssh", "http", "mcp", "cli"
+	Action string // e.g. "user.add", "key.rm", "apikey.create"
+	Target string // what was acted on, e.g. a user name or key fingerprint
+	Addr   string // source address of the actor
+	Result string // ResultOK, ResultDenied or ResultError
+	Detail string // free text: the error, the key type, ...
+}
+
+// Filter narrows List. Zero values mean "no restriction"; Limit <= 0 means
+// DefaultLimit.
+type Filter struct {
+	User  string // rows whose actor is this user
+	Since time.Time
+	Limit int
+}
+
+// DefaultLimit and MaxLimit bound how many rows List returns.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 10000
+)
+
+// Store is the storage audit needs; store.SQLite implements it.
+type Store interface {
+	InsertAudit(ctx context.Context, e Entry) (int64, error)
+	ListAudit(ctx context.Context, f Filter) ([]Entry, error)
+}
+
+// Log writes audit entries to a Store and to a slog.Logger.
+type Log struct {
+	store  Store
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// New returns a Log over store. A nil logger means slog.Default(); a nil now
+// means time.Now.
+func New(store Store, logger *slog.Logger, now func() time.Time) *Log {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Log{store: store, logger: logger, now: now}
+}
+
+// Record writes e as an [audit] log line and a row. The log line is written
+// first so that even a failing store leaves a trace. A zero e.Time is set to
+// the clock's now.
+func (l *Log) Record(ctx context.Context, e Entry) error {
+	if e.Time.IsZero() {
+		e.Time = l.now()
+	}
+	e.Time = e.Time.UTC()
+	if e.Result == "" {
+		e.Result = ResultOK
+	}
+	level := slog.LevelInfo
+	if e.Result != ResultOK {
+		level = slog.LevelWarn
+	}
+	l.logger.LogAttrs(ctx, level, "[audit]",
+		slog.String("actor", e.Actor),
+		slog.String("front", e.Front),
+		slog.String("action", e.Action),
+		slog.String("target", e.Target),
+		slog.String("addr", e.Addr),
+		slog.String("result", e.Result),
+		slog.String("detail", e.Detail),
+	)
+	if l.store == nil {
+		return errors.New("audit: no store")
+	}
+	if _, err := l.store.InsertAudit(ctx, e); err != nil {
+		l.logger.LogAttrs(ctx, slog.LevelError, "audit row not written",
+			slog.String("action", e.Action), slog.Any("err", err))
+		return fmt.Errorf("write audit row %s: %w", e.Action, err)
+	}
+	return nil
+}
+
+// List returns entries matching f, newest first.
+func (l *Log) List(ctx context.Context, f Filter) ([]Entry, error) {
+	if f.Limit <= 0 {
+		f.Limit = DefaultLimit
+	}
+	if f.Limit > MaxLimit {
+		f.Limit = MaxLimit
+	}
+	entries, err := l.store.ListAudit(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list audit rows: %w", err)
+	}
+	return entries, nil
+}
