@@ -1,0 +1,233 @@
+// Package config holds the gateway's settings and loads them in one order:
+// defaults, then sbx.yaml in the data dir, then SBX_* environment variables,
+// then command-line flags. Validate names the key and the bad value.
+//
+// Every key lives in one table (keys.go) that drives the environment names,
+// the flag overrides, validation and masking, so a later section (vm.*,
+// runs.*, web.*, mcp.*) adds a struct field and its table rows, nothing else.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FileName is the YAML file read from the data dir.
+const FileName = "sbx.yaml"
+
+// DefaultDataDir is used when neither --data nor SBX_DATA is given.
+const DefaultDataDir = ".sbx"
+
+// Config is the effective configuration of one gateway process.
+type Config struct {
+	// DataDir holds the store, the host key and sbx.yaml. It is chosen
+	// before the file is read, so it is not itself a YAML key.
+	DataDir string `yaml:"-"`
+
+	SSH  SSH  `yaml:"ssh"`
+	HTTP HTTP `yaml:"http"`
+	Auth Auth `yaml:"auth"`
+	Log  Log  `yaml:"log"`
+
+	// AdminKeys is authorized_keys text for the first admin, used only when
+	// the store has no user yet.
+	AdminKeys string `yaml:"admin_keys"`
+}
+
+// SSH configures the SSH front.
+type SSH struct {
+	Listen             string   `yaml:"listen"`
+	HandshakeTimeout   Duration `yaml:"handshake_timeout"`
+	IdleTimeout        Duration `yaml:"idle_timeout"`
+	MaxSessionsPerUser int      `yaml:"max_sessions_per_user"`
+}
+
+// HTTP configures the HTTP front.
+type HTTP struct {
+	Listen  string `yaml:"listen"`
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	// BodyLimit caps JSON request bodies in bytes; routes that take uploads
+	// set their own limit.
+	BodyLimit int64 `yaml:"body_limit"`
+	// TrustedProxies are the peers whose first X-Forwarded-For hop is
+	// believed (CIDR prefixes or single addresses).
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// RatePerMinute limits authenticated requests per user; 0 disables it.
+	RatePerMinute int `yaml:"rate_per_minute"`
+	// MetricsAuth puts /metrics behind an admin API key.
+	MetricsAuth bool `yaml:"metrics_auth"`
+}
+
+// Auth configures the failed-authentication throttle shared by every front.
+type Auth struct {
+	ThrottleAttempts int      `yaml:"throttle_attempts"`
+	ThrottleWindow   Duration `yaml:"throttle_window"`
+}
+
+// Log configures slog output.
+type Log struct {
+	Format string `yaml:"format"` // auto | text | json
+	Level  string `yaml:"level"`  // debug | info | warn | error
+}
+
+// Default returns the configuration used when nothing overrides it.
+func Default() Config {
+	return Config{
+		DataDir: DefaultDataDir,
+		SSH: SSH{
+			Listen:             "127.0.0.1:2222",
+			HandshakeTimeout:   Duration(10 * time.Second),
+			IdleTimeout:        Duration(15 * time.Minute),
+			MaxSessionsPerUser: 16,
+		},
+		HTTP: HTTP{
+			Listen:        "127.0.0.1:8080",
+			BodyLimit:     1 << 20,
+			RatePerMinute: 600,
+		},
+		Auth: Auth{
+			ThrottleAttempts: 20,
+			ThrottleWindow:   Duration(10 * time.Minute),
+		},
+		Log: Log{Format: "auto", Level: "info"},
+	}
+}
+
+// Sources is everything Load reads besides the YAML file.
+type Sources struct {
+	// DataDir from --data; empty means SBX_DATA, then DefaultDataDir.
+	DataDir string
+	// Environ is os.Environ() in production.
+	Environ []string
+	// Flags maps config keys ("ssh.listen") to values given on the command
+	// line; they win over everything else.
+	Flags map[string]string
+}
+
+// Load builds the effective configuration and validates it.
+func Load(src Sources) (Config, error) {
+	cfg := Default()
+	env := map[string]string{}
+	for _, kv := range src.Environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(k, EnvPrefix) {
+			env[k] = v
+		}
+	}
+	switch {
+	case src.DataDir != "":
+		cfg.DataDir = src.DataDir
+	case env[EnvData] != "":
+		cfg.DataDir = env[EnvData]
+	}
+
+	path := filepath.Join(cfg.DataDir, FileName)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return Config{}, fmt.Errorf("read config %s: %w", path, err)
+	default:
+		if err := decodeYAML(data, &cfg); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+
+	if err := applyEnv(&cfg, env); err != nil {
+		return Config{}, err
+	}
+	for _, k := range sortedKeys(src.Flags) {
+		f, ok := lookup(k)
+		if !ok {
+			return Config{}, fmt.Errorf("config: unknown key %q", k)
+		}
+		if err := f.set(&cfg, src.Flags[k]); err != nil {
+			return Config{}, fmt.Errorf("config: flag for %s: %q: %w", k, src.Flags[k], err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func decodeYAML(data []byte, cfg *Config) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	// An unknown key is a typo that would otherwise be silently ignored.
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		return err
+	}
+	return nil
+}
+
+func applyEnv(cfg *Config, env map[string]string) error {
+	for _, name := range sortedKeys(env) {
+		if isOtherEnv(name) {
+			continue
+		}
+		f, ok := lookupEnv(name)
+		if !ok {
+			return fmt.Errorf("config: unknown environment variable %s (known: %s)", name, strings.Join(envNames(), ", "))
+		}
+		if err := f.set(cfg, env[name]); err != nil {
+			return fmt.Errorf("config: %s (%s): %q: %w", name, f.key, env[name], err)
+		}
+	}
+	return nil
+}
+
+// YAML renders the configuration with secrets masked, for `sbx config`.
+func (c Config) YAML() ([]byte, error) { return c.yamlWith(table) }
+
+func (c Config) yamlWith(fields []field) ([]byte, error) {
+	masked := c
+	for _, f := range fields {
+		if f.secret && f.get(&masked) != "" {
+			if err := f.set(&masked, Mask); err != nil {
+				return nil, fmt.Errorf("mask %s: %w", f.key, err)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(masked); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Mask replaces a secret's value in printed configuration.
+const Mask = "********"
+
+// Duration is a time.Duration written as "10s" in YAML.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// UnmarshalYAML reads a Go duration string ("90s", "10m").
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 10m): %w", n.Line, n.Value, err)
+	}
+	*d = Duration(v)
+	return nil
+}

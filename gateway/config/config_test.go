@@ -1,0 +1,157 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeYAML(t *testing.T, text string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := writeYAML(t, "ssh:\n  listen: 127.0.0.1:1001\n  idle_timeout: 5m\nhttp:\n  listen: 127.0.0.1:2001\nlog:\n  level: debug\n")
+	cfg, err := Load(Sources{
+		DataDir: dir,
+		Environ: []string{"SBX_SSH_LISTEN=127.0.0.1:1002", "SBX_HTTP_LISTEN=127.0.0.1:2002", "PATH=/bin"},
+		Flags:   map[string]string{"ssh.listen": "127.0.0.1:1003"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, got, want string }{
+		{"ssh.listen (flag)", cfg.SSH.Listen, "127.0.0.1:1003"},
+		{"http.listen (env)", cfg.HTTP.Listen, "127.0.0.1:2002"},
+		{"log.level (yaml)", cfg.Log.Level, "debug"},
+		{"log.format (default)", cfg.Log.Format, "auto"},
+		{"ssh.idle_timeout (yaml)", cfg.SSH.IdleTimeout.D().String(), (5 * time.Minute).String()},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.key, c.got, c.want)
+		}
+	}
+}
+
+func TestDataDirFromEnv(t *testing.T) {
+	dir := writeYAML(t, "log:\n  format: json\n")
+	cfg, err := Load(Sources{Environ: []string{"SBX_DATA=" + dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != dir || cfg.Log.Format != "json" {
+		t.Fatalf("data dir %q format %q", cfg.DataDir, cfg.Log.Format)
+	}
+}
+
+func TestErrorsNameKeyAndValue(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		env        []string
+		flags      map[string]string
+		want       []string
+	}{
+		{name: "unknown yaml key", yaml: "ssh:\n  lisen: x\n", want: []string{"lisen"}},
+		{name: "unknown top key", yaml: "vmm: {}\n", want: []string{"vmm"}},
+		{name: "bad yaml duration", yaml: "auth:\n  throttle_window: soon\n", want: []string{"soon"}},
+		{name: "unknown env", env: []string{"SBX_SSH_LISTN=1"}, want: []string{"SBX_SSH_LISTN"}},
+		{name: "bad env int", env: []string{"SBX_HTTP_RATE_PER_MINUTE=lots"}, want: []string{"SBX_HTTP_RATE_PER_MINUTE", "lots"}},
+		{name: "unknown flag key", flags: map[string]string{"ssh.nope": "1"}, want: []string{"ssh.nope"}},
+		{name: "bad listen", flags: map[string]string{"ssh.listen": "nohost"}, want: []string{"ssh.listen", "nohost"}},
+		{name: "bad port", flags: map[string]string{"http.listen": "127.0.0.1:99999"}, want: []string{"http.listen", "99999"}},
+		{name: "bad format", flags: map[string]string{"log.format": "xml"}, want: []string{"log.format", "xml"}},
+		{name: "zero sessions", flags: map[string]string{"ssh.max_sessions_per_user": "0"}, want: []string{"ssh.max_sessions_per_user", `"0"`}},
+		{name: "tls half", flags: map[string]string{"http.tls_cert": "/nonexistent.pem"}, want: []string{"http.tls_cert", "/nonexistent.pem"}},
+		{name: "bad proxy", flags: map[string]string{"http.trusted_proxies": "10.0.0.0/8,bogus"}, want: []string{"http.trusted_proxies", "bogus"}},
+		{name: "small body", flags: map[string]string{"http.body_limit": "10"}, want: []string{"http.body_limit", `"10"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeYAML(t, c.yaml)
+			_, err := Load(Sources{DataDir: dir, Environ: c.env, Flags: c.flags})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestOtherEnvIgnored(t *testing.T) {
+	if _, err := Load(Sources{DataDir: t.TempDir(), Environ: []string{"SBX_CACHE=/tmp/x"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTrustedProxies(t *testing.T) {
+	cfg := Default()
+	cfg.HTTP.TrustedProxies = []string{"10.1.2.3", "192.168.0.0/16", "::1"}
+	ps, err := cfg.TrustedProxyPrefixes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || ps[0].String() != "10.1.2.3/32" || ps[2].String() != "::1/128" {
+		t.Fatalf("prefixes %v", ps)
+	}
+}
+
+func TestYAMLRoundTrip(t *testing.T) {
+	cfg := Default()
+	cfg.AdminKeys = "ssh-ed25519 AAAA test"
+	out, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"listen: 127.0.0.1:2222", "handshake_timeout: 10s", "throttle_window: 10m0s"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("YAML lacks %q:\n%s", w, out)
+		}
+	}
+	dir := writeYAML(t, string(out))
+	back, err := Load(Sources{DataDir: dir})
+	if err != nil {
+		t.Fatalf("printed config does not load back: %v\n%s", err, out)
+	}
+	if back.SSH != cfg.SSH || back.AdminKeys != cfg.AdminKeys {
+		t.Fatalf("round trip changed config: %+v", back)
+	}
+}
+
+func TestMaskSecrets(t *testing.T) {
+	cfg := Default()
+	f := field{key: "x.secret", secret: true,
+		set: func(c *Config, v string) error { c.AdminKeys = v; return nil },
+		get: func(c *Config) string { return c.AdminKeys }}
+	cfg.AdminKeys = "hunter2"
+	out, err := cfg.yamlWith([]field{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), Mask) {
+		t.Fatalf("secret not masked:\n%s", out)
+	}
+}
+
+func FuzzLoadYAML(f *testing.F) {
+	f.Add("ssh:\n  listen: 127.0.0.1:1\n")
+	f.Add("http:\n  trusted_proxies: [10.0.0.0/8]\n")
+	f.Add("auth: {throttle_window: 1s}")
+	f.Fuzz(func(t *testing.T, text string) {
+		cfg := Default()
+		if err := decodeYAML([]byte(text), &cfg); err != nil {
+			return
+		}
+		_ = cfg.Validate()
+	})
+}

@@ -1,0 +1,264 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvPrefix starts every environment variable the gateway reads.
+const EnvPrefix = "SBX_"
+
+// EnvData names the data dir; it is read before sbx.yaml, so it is not a key.
+const EnvData = "SBX_DATA"
+
+// otherEnv are SBX_ variables read by other packages, not config keys.
+// Keep this list short and documented; anything else is a typo.
+var otherEnv = []string{
+	EnvData,
+	"SBX_CACHE", // vm: cache for built kernels and images
+}
+
+func isOtherEnv(name string) bool { return slices.Contains(otherEnv, name) }
+
+// field is one configuration key: how to read it from a string (env, flag)
+// and how to print it.
+type field struct {
+	key    string
+	secret bool
+	set    func(c *Config, v string) error
+	get    func(c *Config) string
+}
+
+// EnvName is the environment variable for a key: ssh.listen → SBX_SSH_LISTEN.
+func EnvName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.NewReplacer(".", "_").Replace(key))
+}
+
+func str(key string, p func(*Config) *string) field {
+	return field{key: key,
+		set: func(c *Config, v string) error { *p(c) = v; return nil },
+		get: func(c *Config) string { return *p(c) }}
+}
+
+func integer(key string, p func(*Config) *int) field {
+	return field{key: key,
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return errors.New("not an integer")
+			}
+			*p(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(*p(c)) }}
+}
+
+func dur(key string, p func(*Config) *Duration) field {
+	return field{key: key,
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return errors.New("not a duration (want e.g. 30s, 10m)")
+			}
+			*p(c) = Duration(d)
+			return nil
+		},
+		get: func(c *Config) string { return p(c).D().String() }}
+}
+
+func boolean(key string, p func(*Config) *bool) field {
+	return field{key: key,
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return errors.New("not a boolean (true or false)")
+			}
+			*p(c) = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*p(c)) }}
+}
+
+// table lists every key. Lists are comma-separated in env and flags.
+var table = []field{
+	str("ssh.listen", func(c *Config) *string { return &c.SSH.Listen }),
+	dur("ssh.handshake_timeout", func(c *Config) *Duration { return &c.SSH.HandshakeTimeout }),
+	dur("ssh.idle_timeout", func(c *Config) *Duration { return &c.SSH.IdleTimeout }),
+	integer("ssh.max_sessions_per_user", func(c *Config) *int { return &c.SSH.MaxSessionsPerUser }),
+	str("http.listen", func(c *Config) *string { return &c.HTTP.Listen }),
+	str("http.tls_cert", func(c *Config) *string { return &c.HTTP.TLSCert }),
+	str("http.tls_key", func(c *Config) *string { return &c.HTTP.TLSKey }),
+	{key: "http.body_limit",
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return errors.New("not a byte count")
+			}
+			c.HTTP.BodyLimit = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(c.HTTP.BodyLimit, 10) }},
+	{key: "http.trusted_proxies",
+		set: func(c *Config, v string) error {
+			c.HTTP.TrustedProxies = nil
+			for p := range strings.SplitSeq(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					c.HTTP.TrustedProxies = append(c.HTTP.TrustedProxies, p)
+				}
+			}
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(c.HTTP.TrustedProxies, ",") }},
+	integer("http.rate_per_minute", func(c *Config) *int { return &c.HTTP.RatePerMinute }),
+	boolean("http.metrics_auth", func(c *Config) *bool { return &c.HTTP.MetricsAuth }),
+	integer("auth.throttle_attempts", func(c *Config) *int { return &c.Auth.ThrottleAttempts }),
+	dur("auth.throttle_window", func(c *Config) *Duration { return &c.Auth.ThrottleWindow }),
+	str("log.format", func(c *Config) *string { return &c.Log.Format }),
+	str("log.level", func(c *Config) *string { return &c.Log.Level }),
+	str("admin_keys", func(c *Config) *string { return &c.AdminKeys }),
+}
+
+// Keys lists every configuration key in table order.
+func Keys() []string {
+	out := make([]string, len(table))
+	for i, f := range table {
+		out[i] = f.key
+	}
+	return out
+}
+
+func lookup(key string) (field, bool) {
+	for _, f := range table {
+		if f.key == key {
+			return f, true
+		}
+	}
+	return field{}, false
+}
+
+func lookupEnv(name string) (field, bool) {
+	for _, f := range table {
+		if EnvName(f.key) == name {
+			return f, true
+		}
+	}
+	return field{}, false
+}
+
+func envNames() []string {
+	var out []string
+	for _, f := range table {
+		out = append(out, EnvName(f.key))
+	}
+	return append(out, otherEnv...)
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Validate checks every key; the error names the key and the bad value.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key string, value any, why string) {
+		errs = append(errs, fmt.Errorf("config: %s: %q: %s", key, fmt.Sprint(value), why))
+	}
+	if c.DataDir == "" {
+		bad("data", c.DataDir, "must not be empty")
+	}
+	if err := checkListen(c.SSH.Listen); err != nil {
+		bad("ssh.listen", c.SSH.Listen, err.Error())
+	}
+	if err := checkListen(c.HTTP.Listen); err != nil {
+		bad("http.listen", c.HTTP.Listen, err.Error())
+	}
+	if c.SSH.HandshakeTimeout.D() <= 0 {
+		bad("ssh.handshake_timeout", c.SSH.HandshakeTimeout.D(), "must be positive")
+	}
+	if c.SSH.IdleTimeout.D() <= 0 {
+		bad("ssh.idle_timeout", c.SSH.IdleTimeout.D(), "must be positive")
+	}
+	if c.SSH.MaxSessionsPerUser < 1 {
+		bad("ssh.max_sessions_per_user", c.SSH.MaxSessionsPerUser, "must be at least 1")
+	}
+	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
+		bad("http.tls_cert", c.HTTP.TLSCert, "http.tls_cert and http.tls_key must be set together")
+	}
+	for _, kv := range [][2]string{{"http.tls_cert", c.HTTP.TLSCert}, {"http.tls_key", c.HTTP.TLSKey}} {
+		if kv[1] == "" {
+			continue
+		}
+		if _, err := os.Stat(kv[1]); err != nil {
+			bad(kv[0], kv[1], "cannot read: "+err.Error())
+		}
+	}
+	if c.HTTP.BodyLimit < 1024 {
+		bad("http.body_limit", c.HTTP.BodyLimit, "must be at least 1024 bytes")
+	}
+	if _, err := c.TrustedProxyPrefixes(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.HTTP.RatePerMinute < 0 {
+		bad("http.rate_per_minute", c.HTTP.RatePerMinute, "must be 0 (off) or positive")
+	}
+	if c.Auth.ThrottleAttempts < 1 {
+		bad("auth.throttle_attempts", c.Auth.ThrottleAttempts, "must be at least 1")
+	}
+	if c.Auth.ThrottleWindow.D() <= 0 {
+		bad("auth.throttle_window", c.Auth.ThrottleWindow.D(), "must be positive")
+	}
+	if !slices.Contains([]string{"auto", "text", "json"}, c.Log.Format) {
+		bad("log.format", c.Log.Format, "want auto, text or json")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad("log.level", c.Log.Level, "want debug, info, warn or error")
+	}
+	return errors.Join(errs...)
+}
+
+// TrustedProxyPrefixes parses http.trusted_proxies; a bare address is a
+// single-host prefix.
+func (c Config) TrustedProxyPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range c.HTTP.TrustedProxies {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("config: http.trusted_proxies: %q: not an address or CIDR prefix", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host != "" && host != "localhost" {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return errors.New("host must be an IP address or localhost")
+		}
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return errors.New("port must be 0-65535")
+	}
+	return nil
+}
