@@ -1,0 +1,213 @@
+// Package host answers what this machine offers the QEMU backend: the QEMU
+// binary, its version, the CPU clock and whether KVM really works. It stays
+// free of vm types so `sbx doctor` (package vm) and the backend share it.
+package host
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// QEMUBinary is the emulator the backend runs.
+const QEMUBinary = "qemu-system-x86_64"
+
+// ErrNoQEMU names the fix when QEMU is missing.
+var ErrNoQEMU = errors.New("qemu-system-x86_64 not found: install qemu-system-x86 (go tool task deps)")
+
+// FindQEMU returns the path of qemu-system-x86_64.
+func FindQEMU() (string, error) {
+	p, err := exec.LookPath(QEMUBinary)
+	if err != nil {
+		return "", ErrNoQEMU
+	}
+	return p, nil
+}
+
+// Version returns QEMU's version line, e.g. "QEMU emulator version 7.2.22 (...)".
+func Version(ctx context.Context, qemu string) (string, error) {
+	out, err := exec.CommandContext(ctx, qemu, "-version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s -version: %w", qemu, err)
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line), nil
+}
+
+// CPUKHz returns the host CPU clock in kHz from /proc/cpuinfo, 0 if unknown.
+// Guests get it as tsc_early_khz: without it TCG boots sometimes hang
+// calibrating the TSC.
+func CPUKHz() int {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if !ok || strings.TrimSpace(k) != "cpu MHz" {
+			continue
+		}
+		mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0
+		}
+		return int(mhz * 1000)
+	}
+	return 0
+}
+
+// Verdict is the accelerator choice and why.
+type Verdict struct {
+	Accel  string    `json:"accel"` // "kvm" or "tcg"
+	Why    string    `json:"why"`
+	Key    string    `json:"key"` // what the probe depended on; a change re-probes
+	Probed time.Time `json:"probed"`
+}
+
+// ProbeConfig is what the accelerator probe boots.
+type ProbeConfig struct {
+	QEMU    string
+	Kernel  string // uncompressed vmlinux
+	Release string
+	// Cache is where the verdict is kept (e.g. <data>/accel.json); empty
+	// means probe every time.
+	Cache string
+}
+
+// ChooseAccel returns KVM when a probe boot under KVM succeeds and TCG
+// otherwise. /dev/kvm existing is not enough: some hosts expose a
+// paravirtual KVM that aborts or fails on a stock guest kernel. The verdict
+// is cached in cfg.Cache keyed by QEMU, kernel and host kernel.
+func ChooseAccel(ctx context.Context, cfg ProbeConfig) Verdict {
+	key := probeKey(cfg)
+	if cfg.Cache != "" {
+		if b, err := os.ReadFile(cfg.Cache); err == nil {
+			var v Verdict
+			if json.Unmarshal(b, &v) == nil && v.Key == key && (v.Accel == "kvm" || v.Accel == "tcg") {
+				return v
+			}
+		}
+	}
+	v := probe(ctx, cfg)
+	v.Key, v.Probed = key, time.Now().UTC()
+	if cfg.Cache != "" {
+		if b, err := json.MarshalIndent(v, "", "  "); err == nil {
+			_ = WriteFileAtomic(cfg.Cache, append(b, '\n'), 0o644)
+		}
+	}
+	return v
+}
+
+// CachedAccel returns the cached verdict, if any, without probing.
+func CachedAccel(cache string) (Verdict, bool) {
+	b, err := os.ReadFile(cache)
+	if err != nil {
+		return Verdict{}, false
+	}
+	var v Verdict
+	if json.Unmarshal(b, &v) != nil || v.Accel == "" {
+		return Verdict{}, false
+	}
+	return v, true
+}
+
+func probeKey(cfg ProbeConfig) string {
+	var uts syscall.Utsname
+	_ = syscall.Uname(&uts)
+	rel := make([]byte, 0, len(uts.Release))
+	for _, c := range uts.Release {
+		if c == 0 {
+			break
+		}
+		rel = append(rel, byte(c))
+	}
+	var qsize, ksize int64
+	if fi, err := os.Stat(cfg.QEMU); err == nil {
+		qsize = fi.Size()
+	}
+	if fi, err := os.Stat(cfg.Kernel); err == nil {
+		ksize = fi.Size()
+	}
+	return fmt.Sprintf("host=%s qemu=%s/%d kernel=%s/%d", rel, cfg.QEMU, qsize, cfg.Kernel, ksize)
+}
+
+// probe boots the kernel under KVM with no root filesystem: a working KVM
+// runs it to its "cannot mount root" panic, which with panic=-1 and
+// -no-reboot makes QEMU exit 0. A broken one aborts QEMU ("failed to set
+// MSR") or stalls on an emulation failure until the timeout.
+func probe(ctx context.Context, cfg ProbeConfig) Verdict {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return Verdict{Accel: "tcg", Why: fmt.Sprintf("no usable /dev/kvm (%v)", err)}
+	}
+	f.Close()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cfg.QEMU,
+		"-M", "microvm,x-option-roms=off,rtc=on", "-accel", "kvm", "-cpu", "host",
+		"-m", "128M", "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none",
+		"-no-reboot", "-kernel", cfg.Kernel, "-append", "panic=-1 quiet reboot=t")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err = cmd.Run()
+	msg := strings.TrimSpace(out.String())
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	switch {
+	case ctx.Err() != nil:
+		return Verdict{Accel: "tcg", Why: "KVM probe boot did not finish in 20s (guest stalled under this KVM)"}
+	case err != nil:
+		return Verdict{Accel: "tcg", Why: fmt.Sprintf("KVM probe boot failed: %v: %s", err, msg)}
+	case strings.Contains(msg, "emulation failure") || strings.Contains(msg, "KVM internal error"):
+		return Verdict{Accel: "tcg", Why: "KVM probe boot hit an emulation failure: " + msg}
+	}
+	return Verdict{Accel: "kvm", Why: fmt.Sprintf("KVM probe boot of %s succeeded in %v", filepath.Base(cfg.Kernel), time.Since(start).Round(time.Millisecond))}
+}
+
+// WriteFileAtomic writes data to path through a temporary file, fsync and
+// rename, so a crash leaves either the old or the new content.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+// Package vm manages the microVMs ("boxes") of one host: a Manager over a
+// Backend (QEMU today, Kubernetes later). It knows no owner, policy or front.
+package vm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is where a box is in its life.
+type State string
+
+const (
+	Creating  State = "creating"
+	Running   State = "running"
+	Sleeping  State = "sleeping"
+	Destroyed State = "destroyed"
+	Failed    State = "failed"
+)
+
+// Spec is what a box is created with. Zero fields take the Manager's defaults.
+type Spec struct {
+	// Image is the root filesystem: "" boots the tiny initramfs only, "agent"
+	// the Debian agent image (booted read-only under a per-box overlay).
+	Image        string        `json:"image,omitempty"`
+	MemoryMiB    int           `json:"memory_mib"`
+	VCPUs        int           `json:"vcpus"`
+	MaxDuration  time.Duration `json:"max_duration,omitempty"` // 0 = no limit
+	WorkspaceMiB int           `json:"workspace_mib"`
+}
+
+// Box is what the manager knows about one box. It is a value: callers get
+// copies.
+type Box struct {
+	Name    string    `json:"name"`
+	Spec    Spec      `json:"spec"`
+	State   State     `json:"state"`
+	Reason  string    `json:"reason,omitempty"` // why it failed, or how it last woke
+	Created time.Time `json:"created"`
+	// Started is the first start; MaxDuration counts from it, across
+	// sleeps and gateway restarts.
+	Started time.Time `json:"started,omitzero"`
+	Updated time.Time `json:"updated"`
+}
+
+// Deadline is when the box's max duration ends (zero when unlimited or not
+// started yet).
+func (b Box) Deadline() time.Time {
+	if b.Spec.MaxDuration <= 0 || b.Started.IsZero() {
+		return time.Time{}
+	}
+	return b.Started.Add(b.Spec.MaxDuration)
+}
+
+// Event is a state change of one box.
+type Event struct {
+	Box  string    `json:"box"`
+	From State     `json:"from,omitempty"`
+	To   State     `json:"to"`
+	Note string    `json:"note,omitempty"` // failure reason, "cold boot: snapshot missing", ...
+	At   time.Time `json:"at"`
+}
+
+// Stats is a box's resource use, sampled by the backend.
+type Stats struct {
+	// CPUPercent is the box's CPU use since the previous sample (100 = one
+	// full core).
+	CPUPercent float64 `json:"cpu_percent"`
+	// PrivateBytes is memory only this box uses (host RSS minus shared pages).
+	PrivateBytes int64 `json:"private_bytes"`
+}
+
+var (
+	// ErrNotFound is returned for a name with no box.
+	ErrNotFound = errors.New("no such box")
+	// ErrExists is returned when creating a name already taken.
+	ErrExists = errors.New("box already exists")
+	// ErrState is returned for an operation the box's state does not allow.
+	ErrState = errors.New("wrong box state")
+	// ErrLimit is returned when a host cap refuses a box.
+	ErrLimit = errors.New("host limit reached")
+	// ErrClosed is returned after Manager.Close.
+	ErrClosed = errors.New("manager closed")
+)
+
+// ValidName checks a box name: [A-Za-z0-9_.-]{1,128}, never "." or "..".
+// Names become directory names, so this is a path-safety check, not taste.
+func ValidName(name string) error {
+	if name == "" || len(name) > 128 {
+		return fmt.Errorf("box name %q: must be 1 to 128 characters", name)
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("box name %q: not allowed", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '-':
+		default:
+			return fmt.Errorf("box name %q: character %q not allowed (use A-Z a-z 0-9 _ . -)", name, c)
+		}
+	}
+	return nil
+}
