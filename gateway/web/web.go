@@ -1,0 +1,220 @@
+// Package web is the gateway's HTTP front: security headers, request ids,
+// JSON errors, body limits, API-key authentication with the shared throttle
+// and the per-user rate limit, metrics, and the first JSON API routes.
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"sbx.dev/sbx/gateway/metrics"
+	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/keys"
+)
+
+// Identity is what the HTTP front needs from keys.Service.
+type Identity interface {
+	UserByAPIKey(ctx context.Context, token string) (keys.User, keys.APIKey, error)
+	CreateAPIKey(ctx context.Context, actor keys.Actor, user, name string, scopes []string, ttl time.Duration) (string, keys.APIKey, error)
+	APIKeys(ctx context.Context, user string) ([]keys.APIKey, error)
+	RevokeAPIKey(ctx context.Context, actor keys.Actor, user, id string) error
+}
+
+// Options configures a Server.
+type Options struct {
+	Identity Identity
+	Throttle *throttle.Auth
+	Rate     *throttle.Rate // nil: no per-user limit
+	Metrics  *metrics.Metrics
+	Logger   *slog.Logger
+	// TrustedProxies may set X-Forwarded-For.
+	TrustedProxies []netip.Prefix
+	// BodyLimit caps JSON bodies unless a route sets its own.
+	BodyLimit int64
+	// MetricsAuth puts /metrics behind an admin API key.
+	MetricsAuth bool
+	// TestHooks adds GET /api/v1/test/panic. Tests only.
+	TestHooks bool
+}
+
+// Server is the HTTP handler of the gateway.
+type Server struct {
+	Options
+	mux     *http.ServeMux
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	handler http.Handler
+}
+
+// New builds the handler with every route.
+func New(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	if o.BodyLimit <= 0 {
+		o.BodyLimit = 1 << 20
+	}
+	s := &Server{Options: o, mux: http.NewServeMux(), log: o.Logger, metrics: o.Metrics}
+	s.routes()
+	s.handler = s.outer(http.HandlerFunc(s.dispatch))
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	if s.MetricsAuth {
+		s.mux.Handle("GET /metrics", s.authed(s.adminOnly(s.metrics.Handler())))
+	} else {
+		// Metrics hold counts, never box data or names, so they are public
+		// unless the operator says otherwise.
+		s.mux.Handle("GET /metrics", s.metrics.Handler())
+	}
+	s.mux.Handle("GET /api/v1/whoami", s.authed(http.HandlerFunc(s.whoami)))
+	s.mux.Handle("GET /api/v1/tokens", s.authed(http.HandlerFunc(s.listTokens)))
+	s.mux.Handle("POST /api/v1/tokens", s.authed(http.HandlerFunc(s.createToken)))
+	s.mux.Handle("DELETE /api/v1/tokens/{id}", s.authed(http.HandlerFunc(s.revokeToken)))
+	if s.TestHooks {
+		s.mux.HandleFunc("GET /api/v1/test/panic", func(http.ResponseWriter, *http.Request) {
+			panic("test hook: deliberate panic")
+		})
+	}
+}
+
+// route is the metrics label for r: its mux pattern, or "unmatched".
+func (s *Server) route(r *http.Request) string {
+	if _, p := s.mux.Handler(r); p != "" {
+		return p
+	}
+	return "unmatched"
+}
+
+// dispatch routes r; the mux's own 404 and 405 answers (plain text) are
+// turned into JSON, keeping the status and the Allow header.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	if _, p := s.mux.Handler(r); p != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := &headerRecorder{h: http.Header{}}
+	s.mux.ServeHTTP(rec, r)
+	switch {
+	case rec.status == http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.h.Get("Allow"))
+		writeError(w, r, rec.status, "method not allowed")
+	case rec.status >= 300 && rec.status < 400:
+		w.Header().Set("Location", rec.h.Get("Location"))
+		writeError(w, r, rec.status, "moved")
+	default:
+		writeError(w, r, http.StatusNotFound, "not found")
+	}
+}
+
+// headerRecorder captures what the mux's fallback handler would answer.
+type headerRecorder struct {
+	h      http.Header
+	status int
+}
+
+func (r *headerRecorder) Header() http.Header { return r.h }
+func (r *headerRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+func (r *headerRecorder) Write(p []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
+
+// clientAddr is the throttle key for r.
+func (s *Server) clientAddr(r *http.Request) string {
+	return throttle.ClientAddr(r.RemoteAddr, r.Header.Get("X-Forwarded-For"), s.TrustedProxies)
+}
+
+// errorBody is every error answer.
+type errorBody struct {
+	Error     string `json:"error"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg, RequestID: RequestID(r.Context())})
+}
+
+func retryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(d, time.Second).Seconds()))))
+}
+
+// WithBodyLimit overrides the JSON body cap for one route (uploads).
+func WithBodyLimit(n int64, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyLimitKey, n)))
+	})
+}
+
+// errAnswered means decodeJSON already wrote the error response.
+var errAnswered = errors.New("response written")
+
+// decodeJSON reads one JSON object into v under the route's body limit.
+// Oversized bodies get 413, malformed ones 400, both as JSON.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	limit := s.BodyLimit
+	if n, ok := r.Context().Value(bodyLimitKey).(int64); ok {
+		limit = n
+	}
+	if r.ContentLength > limit {
+		writeError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: %d bytes, limit %d", r.ContentLength, limit))
+		return errAnswered
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// One object only: trailing data is a malformed body.
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("unexpected data after the JSON object")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooBig):
+		writeError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: limit %d bytes", tooBig.Limit))
+	case errors.Is(err, io.EOF):
+		writeError(w, r, http.StatusBadRequest, "malformed JSON: empty body")
+	default:
+		writeError(w, r, http.StatusBadRequest, "malformed JSON: "+strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return errAnswered
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
