@@ -27,6 +27,7 @@ type machine struct {
 	Kernel    kernel.Kernel
 	Initramfs string
 	Dir       string // the box directory
+	SockDir   string // where qmp.sock and agent.sock live (usually Dir)
 	Name      string
 	MemoryMiB int
 	VCPUs     int
@@ -74,9 +75,9 @@ func (m machine) args() []string {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", m.Kernel.Path,
 		"-append", strings.Join(appendLine, " "),
-		"-qmp", "unix:" + filepath.Join(m.Dir, qmpSock) + ",server=on,wait=off",
+		"-qmp", "unix:" + filepath.Join(m.SockDir, qmpSock) + ",server=on,wait=off",
 		"-device", "virtio-serial-device,max_ports=2",
-		"-chardev", "socket,id=agent,path=" + filepath.Join(m.Dir, agentSock) + ",server=on,wait=off",
+		"-chardev", "socket,id=agent,path=" + filepath.Join(m.SockDir, agentSock) + ",server=on,wait=off",
 		"-device", "virtserialport,chardev=agent,name=sbx.agent",
 		"-drive", "id=ws,if=none,format=raw,aio=threads,file=" + filepath.Join(m.Dir, workspaceFile),
 		"-device", "virtio-blk-device,drive=ws,serial=sbx-workspace",

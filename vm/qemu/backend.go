@@ -1,0 +1,654 @@
+// Package qemu is the vm.Backend that runs each box as a QEMU microvm on the
+// local host: one QEMU process per box in its own session, its QMP and agent
+// sockets and disks under <data>/boxes/<name>/ (see vm/README.md).
+package qemu
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/image"
+	"sbx.dev/sbx/vm/kernel"
+	"sbx.dev/sbx/vm/qemu/host"
+)
+
+// Config configures the QEMU backend. Zero fields are found or probed.
+type Config struct {
+	DataDir string
+	// Kernel to boot; nil resolves one under DataDir (small, else stock).
+	Kernel *kernel.Kernel
+	// Initramfs is the guest's initramfs with sbx as /init. Required: the
+	// caller builds it (vm/initramfs) from a static sbx binary.
+	Initramfs string
+	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches the verdict.
+	Accel  string
+	Debug  bool // guest console to console.log and sbx.debug=1
+	Logger *slog.Logger
+}
+
+// Backend runs boxes as local QEMU microvms.
+type Backend struct {
+	dataDir   string
+	qemu      string
+	kernel    kernel.Kernel
+	initramfs string
+	accel     host.Verdict
+	hostKHz   int
+	debug     bool
+	log       *slog.Logger
+
+	mu    sync.Mutex
+	boxes map[string]*box
+}
+
+var _ vm.Backend = (*Backend)(nil)
+
+// box is the backend's view of one box.
+type box struct {
+	dir  string
+	rec  record
+	proc *proc // nil when no QEMU runs
+
+	lastTicks  uint64
+	lastSample time.Time
+}
+
+// record is box.json: the manager's Box plus what this backend needs to
+// re-adopt the machine or restore its snapshot.
+type record struct {
+	Box     vm.Box  `json:"box"`
+	PID     int     `json:"pid,omitempty"`
+	SockDir string  `json:"sock_dir"`
+	Root    string  `json:"root_image,omitempty"` // base image of root.qcow2
+	Machine machine `json:"machine"`              // the last command line's inputs
+}
+
+// New prepares the backend: finds QEMU and the kernel and settles the
+// accelerator.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("qemu backend: no data dir")
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("qemu backend: data dir %q: %w", cfg.DataDir, err)
+	}
+	qemuBin, err := host.FindQEMU()
+	if err != nil {
+		return nil, err
+	}
+	var k kernel.Kernel
+	if cfg.Kernel != nil {
+		k = *cfg.Kernel
+	} else if k, err = kernel.Resolve(dataDir); err != nil {
+		return nil, err
+	}
+	if cfg.Initramfs == "" {
+		return nil, errors.New("qemu backend: no initramfs (build one with vm/initramfs)")
+	}
+	if _, err := os.Stat(cfg.Initramfs); err != nil {
+		return nil, fmt.Errorf("qemu backend: initramfs: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dataDir, "boxes"), 0o700); err != nil {
+		return nil, fmt.Errorf("qemu backend: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	b := &Backend{
+		dataDir: dataDir, qemu: qemuBin, kernel: k, initramfs: cfg.Initramfs,
+		hostKHz: host.CPUKHz(), debug: cfg.Debug, log: log, boxes: map[string]*box{},
+	}
+	switch cfg.Accel {
+	case "kvm", "tcg":
+		b.accel = host.Verdict{Accel: cfg.Accel, Why: "set by configuration"}
+	case "":
+		b.accel = host.ChooseAccel(ctx, host.ProbeConfig{QEMU: qemuBin, Kernel: k.Path, Release: k.Release,
+			Cache: filepath.Join(dataDir, "accel.json")})
+	default:
+		return nil, fmt.Errorf("qemu backend: accel %q: want kvm, tcg or empty", cfg.Accel)
+	}
+	log.Info("qemu backend ready", "qemu", qemuBin, "kernel", k.Kind, "kernel_path", k.Path,
+		"accel", b.accel.Accel, "why", b.accel.Why)
+	return b, nil
+}
+
+// Accel returns the accelerator in use and why.
+func (b *Backend) Accel() host.Verdict { return b.accel }
+
+// Kernel returns the kernel new boxes boot.
+func (b *Backend) Kernel() kernel.Kernel { return b.kernel }
+
+// Dir returns the box's directory (for tests and diagnostics).
+func (b *Backend) Dir(name string) string { return filepath.Join(b.dataDir, "boxes", name) }
+
+// PID returns the box's QEMU pid, 0 when none runs.
+func (b *Backend) PID(name string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bx := b.boxes[name]; bx != nil && bx.proc != nil && bx.proc.alive() {
+		return bx.proc.pid
+	}
+	return 0
+}
+
+func (b *Backend) get(name string) (*box, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bx := b.boxes[name]
+	if bx == nil {
+		return nil, fmt.Errorf("box %q: %w", name, vm.ErrNotFound)
+	}
+	return bx, nil
+}
+
+// sockDir picks where the box's sockets live: its own directory, unless the
+// path would pass the 108-byte sun_path limit (long names, deep data dirs).
+func (b *Backend) sockDir(dir, name string) (string, error) {
+	if len(filepath.Join(dir, agentSock)) < 100 {
+		return dir, nil
+	}
+	h := sha256.Sum256([]byte(name))
+	alt := filepath.Join(b.dataDir, "run", hex.EncodeToString(h[:8]))
+	if len(filepath.Join(alt, agentSock)) >= 100 {
+		return "", fmt.Errorf("data dir %s is too deep for unix socket paths (108 bytes)", b.dataDir)
+	}
+	return alt, nil
+}
+
+// Create makes the box directory, its sparse ext4 workspace and, for an
+// image, the qcow2 overlay.
+func (b *Backend) Create(ctx context.Context, vb vm.Box) error {
+	dir := b.Dir(vb.Name)
+	b.mu.Lock()
+	if b.boxes[vb.Name] != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("box %q: %w", vb.Name, vm.ErrExists)
+	}
+	bx := &box{dir: dir}
+	b.boxes[vb.Name] = bx
+	b.mu.Unlock()
+	fail := func(err error) error {
+		b.mu.Lock()
+		delete(b.boxes, vb.Name)
+		b.mu.Unlock()
+		os.RemoveAll(dir)
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			b.mu.Lock()
+			delete(b.boxes, vb.Name)
+			b.mu.Unlock()
+			return fmt.Errorf("box %q: directory %s already exists: %w", vb.Name, dir, vm.ErrExists)
+		}
+		return fail(fmt.Errorf("create box %q: %w", vb.Name, err))
+	}
+	sd, err := b.sockDir(dir, vb.Name)
+	if err != nil {
+		return fail(err)
+	}
+	if sd != dir {
+		if err := os.MkdirAll(sd, 0o700); err != nil {
+			return fail(fmt.Errorf("create box %q: %w", vb.Name, err))
+		}
+	}
+	bx.rec = record{Box: vb, SockDir: sd}
+	if err := makeWorkspace(ctx, filepath.Join(dir, workspaceFile), vb.Spec.WorkspaceMiB); err != nil {
+		return fail(err)
+	}
+	if vb.Spec.Image != "" {
+		img, err := image.Resolve(b.dataDir, vb.Spec.Image)
+		if err != nil {
+			return fail(err)
+		}
+		if err := makeOverlay(ctx, filepath.Join(dir, rootFile), img.Path); err != nil {
+			return fail(err)
+		}
+		bx.rec.Root = img.Path
+	}
+	if err := b.saveLocked(bx); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// saveLocked writes box.json atomically. Callers hold no lock on b.mu
+// needed; rec is only changed by the box's serialised lifecycle calls.
+func (b *Backend) saveLocked(bx *box) error {
+	data, err := json.MarshalIndent(bx.rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", recordFile, err)
+	}
+	return host.WriteFileAtomic(filepath.Join(bx.dir, recordFile), append(data, '\n'), 0o600)
+}
+
+// Save persists the manager's view of the box.
+func (b *Backend) Save(ctx context.Context, vb vm.Box) error {
+	bx, err := b.get(vb.Name)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	bx.rec.Box = vb
+	b.mu.Unlock()
+	return b.saveLocked(bx)
+}
+
+func (b *Backend) machineFor(bx *box) machine {
+	return machine{
+		QEMU: b.qemu, Accel: b.accel.Accel, Kernel: b.kernel, Initramfs: b.initramfs,
+		Dir: bx.dir, SockDir: bx.rec.SockDir, Name: bx.rec.Box.Name,
+		MemoryMiB: bx.rec.Box.Spec.MemoryMiB, VCPUs: bx.rec.Box.Spec.VCPUs,
+		Root: bx.rec.Root != "", HostKHz: b.hostKHz, Debug: b.debug,
+	}
+}
+
+// launch starts QEMU for m and records its pid.
+func (b *Backend) launch(bx *box, m machine) error {
+	if bx.proc != nil && bx.proc.alive() {
+		return fmt.Errorf("box %q: %w: its machine is running", bx.rec.Box.Name, vm.ErrState)
+	}
+	// Stale sockets from an earlier run would make dials hit nothing.
+	os.Remove(filepath.Join(m.SockDir, qmpSock))
+	os.Remove(filepath.Join(m.SockDir, agentSock))
+	p, err := startProc(m.QEMU, m.args(), filepath.Join(bx.dir, logFile))
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	bx.proc = p
+	bx.rec.PID = p.pid
+	bx.rec.Machine = m
+	bx.lastTicks, bx.lastSample = 0, time.Time{}
+	b.mu.Unlock()
+	if err := b.saveLocked(bx); err != nil {
+		p.kill(5 * time.Second)
+		return err
+	}
+	return nil
+}
+
+// Start cold-boots the box.
+func (b *Backend) Start(ctx context.Context, name string) error {
+	bx, err := b.get(name)
+	if err != nil {
+		return err
+	}
+	// A cold boot makes any memory snapshot stale.
+	os.Remove(filepath.Join(bx.dir, snapFile))
+	return b.launch(bx, b.machineFor(bx))
+}
+
+// dialUnix dials a unix socket QEMU creates at start, retrying until it
+// exists or the process ends.
+func dialUnix(ctx context.Context, path string, p *proc) (net.Conn, error) {
+	var d net.Dialer
+	for {
+		c, err := d.DialContext(ctx, "unix", path)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dial %s: %w", path, ctx.Err())
+		case <-p.done:
+			return nil, p.exitErr()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func (b *Backend) running(name string) (*box, *proc, error) {
+	bx, err := b.get(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.mu.Lock()
+	p := bx.proc
+	b.mu.Unlock()
+	if p == nil || !p.alive() {
+		return nil, nil, fmt.Errorf("box %q: %w: no machine running", name, vm.ErrState)
+	}
+	return bx, p, nil
+}
+
+// Connect opens a stream to the box's agent port.
+func (b *Backend) Connect(ctx context.Context, name string) (net.Conn, error) {
+	bx, p, err := b.running(name)
+	if err != nil {
+		return nil, err
+	}
+	return dialUnix(ctx, filepath.Join(bx.rec.SockDir, agentSock), p)
+}
+
+func (b *Backend) qmpOf(ctx context.Context, bx *box, p *proc) (*qmp, error) {
+	path := filepath.Join(bx.rec.SockDir, qmpSock)
+	for {
+		c, err := dialUnix(ctx, path, p)
+		if err != nil {
+			return nil, err
+		}
+		c.Close()
+		q, err := dialQMP(ctx, path)
+		if err == nil {
+			return q, nil
+		}
+		if ctx.Err() != nil || !p.alive() {
+			return nil, err
+		}
+	}
+}
+
+// Wait blocks until the box's current machine ends.
+func (b *Backend) Wait(ctx context.Context, name string) error {
+	bx, err := b.get(name)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	p := bx.proc
+	b.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		if p.stopping.Load() {
+			return nil
+		}
+		return p.exitErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Sleep pauses the machine, saves its memory to mem.snap and ends QEMU.
+func (b *Backend) Sleep(ctx context.Context, name string) error {
+	bx, p, err := b.running(name)
+	if err != nil {
+		return err
+	}
+	q, err := b.qmpOf(ctx, bx, p)
+	if err != nil {
+		return fmt.Errorf("sleep %q: %w", name, err)
+	}
+	defer q.Close()
+	if _, err := q.run(ctx, "stop", nil); err != nil {
+		return fmt.Errorf("sleep %q: %w", name, err)
+	}
+	snap := filepath.Join(bx.dir, snapFile)
+	tmp := snap + ".tmp"
+	if err := q.migrateTo(ctx, "exec:cat > "+shellQuote(tmp)); err != nil {
+		os.Remove(tmp)
+		q.run(context.WithoutCancel(ctx), "cont", nil)
+		return fmt.Errorf("sleep %q: save memory: %w", name, err)
+	}
+	if err := syncRename(tmp, snap); err != nil {
+		q.run(context.WithoutCancel(ctx), "cont", nil)
+		return fmt.Errorf("sleep %q: %w", name, err)
+	}
+	p.stopping.Store(true)
+	if _, err := q.run(ctx, "quit", nil); err != nil {
+		b.log.Warn("qmp quit failed, killing", "box", name, "err", err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		p.kill(5 * time.Second)
+	}
+	return b.clearPID(bx)
+}
+
+func (b *Backend) clearPID(bx *box) error {
+	b.mu.Lock()
+	bx.rec.PID = 0
+	b.mu.Unlock()
+	return b.saveLocked(bx)
+}
+
+func syncRename(tmp, dst string) error {
+	f, err := os.Open(tmp)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("snapshot fsync: %w", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// Wake restores the box from mem.snap, or cold-boots it on the same disk.
+func (b *Backend) Wake(ctx context.Context, name string) (vm.WakeResult, error) {
+	bx, err := b.get(name)
+	if err != nil {
+		return vm.WakeResult{}, err
+	}
+	snap := filepath.Join(bx.dir, snapFile)
+	reason := ""
+	if _, err := os.Stat(snap); err != nil {
+		reason = "no memory snapshot (" + snapFile + " missing)"
+	} else if bx.rec.Machine.QEMU == "" {
+		reason = "no record of the machine the snapshot came from"
+	} else {
+		err := b.restore(ctx, bx, snap)
+		if err == nil {
+			os.Remove(snap)
+			return vm.WakeResult{}, nil
+		}
+		if ctx.Err() != nil {
+			return vm.WakeResult{}, err
+		}
+		reason = "memory snapshot unusable: " + err.Error()
+		os.Rename(snap, snap+".bad")
+	}
+	b.log.Warn("wake: cold boot", "box", name, "why", reason)
+	if err := b.Start(ctx, name); err != nil {
+		return vm.WakeResult{}, err
+	}
+	return vm.WakeResult{Cold: true, Reason: reason}, nil
+}
+
+func (b *Backend) restore(ctx context.Context, bx *box, snap string) error {
+	m := bx.rec.Machine // the very machine the snapshot was taken from
+	m.Incoming = snap
+	if err := b.launch(bx, m); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	p := bx.proc
+	bx.rec.Machine.Incoming = ""
+	b.mu.Unlock()
+	fail := func(err error) error {
+		p.kill(5 * time.Second)
+		b.clearPID(bx)
+		return err
+	}
+	q, err := b.qmpOf(ctx, bx, p)
+	if err != nil {
+		return fail(err)
+	}
+	defer q.Close()
+	if err := q.waitIncoming(ctx); err != nil {
+		return fail(err)
+	}
+	if _, err := q.run(ctx, "cont", nil); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// Kill ends the machine at once; the disk stays.
+func (b *Backend) Kill(ctx context.Context, name string) error {
+	bx, err := b.get(name)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	p := bx.proc
+	b.mu.Unlock()
+	if p != nil {
+		if err := p.kill(10 * time.Second); err != nil {
+			return err
+		}
+	}
+	return b.clearPID(bx)
+}
+
+// Destroy ends the machine and removes the box's directory.
+func (b *Backend) Destroy(ctx context.Context, name string) error {
+	bx, err := b.get(name)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	p := bx.proc
+	b.mu.Unlock()
+	if p != nil {
+		if err := p.kill(10 * time.Second); err != nil {
+			return err
+		}
+	}
+	if bx.rec.SockDir != "" && bx.rec.SockDir != bx.dir {
+		os.RemoveAll(bx.rec.SockDir)
+	}
+	if err := os.RemoveAll(bx.dir); err != nil {
+		return fmt.Errorf("destroy %q: %w", name, err)
+	}
+	b.mu.Lock()
+	delete(b.boxes, name)
+	b.mu.Unlock()
+	return nil
+}
+
+// Stats samples CPU since the last sample and private memory.
+func (b *Backend) Stats(ctx context.Context, name string) (vm.Stats, error) {
+	bx, p, err := b.running(name)
+	if err != nil {
+		return vm.Stats{}, err
+	}
+	priv, err := privateBytes(p.pid)
+	if err != nil {
+		return vm.Stats{}, fmt.Errorf("stats %q: %w", name, err)
+	}
+	ticks, err := cpuTicks(p.pid)
+	if err != nil {
+		return vm.Stats{}, fmt.Errorf("stats %q: %w", name, err)
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var pct float64
+	if !bx.lastSample.IsZero() && ticks >= bx.lastTicks {
+		// Linux reports times in USER_HZ = 100 ticks per second.
+		pct = float64(ticks-bx.lastTicks) / 100 / now.Sub(bx.lastSample).Seconds() * 100
+	}
+	bx.lastTicks, bx.lastSample = ticks, now
+	return vm.Stats{CPUPercent: pct, PrivateBytes: priv}, nil
+}
+
+// Recover loads every box.json, re-adopts machines still running, marks
+// boxes whose machine vanished failed, and kills QEMU processes under the
+// data dir that belong to no box.
+func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
+	root := filepath.Join(b.dataDir, "boxes")
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	owned := map[int]bool{}
+	var out []vm.Box
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		name, dir := e.Name(), filepath.Join(root, e.Name())
+		if err := vm.ValidName(name); err != nil {
+			b.log.Warn("recover: skipping directory with a bad box name", "dir", dir)
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, recordFile))
+		var rec record
+		if err == nil {
+			err = json.Unmarshal(data, &rec)
+		}
+		if err != nil || rec.Box.Name != name {
+			// Crashed mid-create: nothing worth keeping was there yet.
+			b.log.Warn("recover: removing box directory without a valid record", "dir", dir, "err", err)
+			os.RemoveAll(dir)
+			continue
+		}
+		if rec.SockDir == "" {
+			rec.SockDir = dir
+		}
+		bx := &box{dir: dir, rec: rec}
+		b.mu.Lock()
+		if b.boxes[name] != nil {
+			b.mu.Unlock()
+			continue
+		}
+		b.boxes[name] = bx
+		b.mu.Unlock()
+		switch {
+		case rec.PID > 0 && isOurs(rec.PID, rec.SockDir):
+			p, err := adoptProc(rec.PID, filepath.Join(dir, logFile))
+			if err != nil {
+				rec.Box.State, rec.Box.Reason = vm.Failed, "re-adopt qemu: "+err.Error()
+				break
+			}
+			owned[rec.PID] = true
+			bx.proc = p
+			if rec.Box.State == vm.Sleeping || rec.Box.State == vm.Failed || rec.Box.State == vm.Destroyed {
+				// A machine runs for a box that should have none.
+				p.kill(10 * time.Second)
+				rec.PID = 0
+			}
+			b.log.Info("recover: re-adopted qemu", "box", name, "pid", p.pid)
+		case rec.Box.State == vm.Running || rec.Box.State == vm.Creating:
+			rec.Box.State = vm.Failed
+			rec.Box.Reason = fmt.Sprintf("qemu process %d was gone when the gateway restarted", rec.PID)
+			rec.PID = 0
+		default:
+			rec.PID = 0
+		}
+		bx.rec = rec
+		if err := b.saveLocked(bx); err != nil {
+			b.log.Error("recover: save record", "box", name, "err", err)
+		}
+		out = append(out, rec.Box)
+	}
+	for pid, sock := range qemuUnder(b.dataDir) {
+		if owned[pid] {
+			continue
+		}
+		b.log.Warn("recover: killing qemu process with no box", "pid", pid, "qmp", sock)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return out, nil
+}
+
+// Close drops the backend's hold on the machines; they keep running and a
+// later backend re-adopts them.
+func (b *Backend) Close() error { return nil }
