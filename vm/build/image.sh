@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Builds the sbx agent image: a lean Debian bookworm root with git, curl,
+# Node.js and Claude Code, packed into an ext4 file with `mkfs.ext4 -d` (no
+# loop mounts). Boxes boot it read-only behind a per-box writable overlay.
+#
+#   vm/build/image.sh build      build into the cache (if absent) and install
+#   vm/build/image.sh key        print the recipe hash
+#   vm/build/image.sh uptodate   exit 0 when the installed image matches the recipe
+#
+# Cache: ${SBX_CACHE:-$HOME/.cache/sbx}/images/agent-<recipe hash>.ext4
+# Install: ${SBX_DATA:-./.sbx}/images/agent.ext4 (+ agent.key)
+set -euo pipefail
+
+# --- recipe: everything here feeds the hash ---------------------------------
+suite=bookworm
+packages=(git ca-certificates curl nodejs npm procps less)
+claude_code=@anthropic-ai/claude-code@2.1.332
+# ---------------------------------------------------------------------------
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${SBX_CACHE:-$HOME/.cache/sbx}/images
+data=${SBX_DATA:-./.sbx}
+install_dir=$data/images
+host_deps=(mmdebstrap e2fsprogs)
+sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+
+log() { printf 'image: %s\n' "$*" >&2; }
+die() { printf 'image: error: %s\n' "$*" >&2; exit 1; }
+
+# The recipe is this script: a change to it is a new image.
+key() { sha256sum <"$here/image.sh" | cut -c1-16; }
+
+uptodate() {
+	[ -s "$install_dir/agent.ext4" ] && [ "$(cat "$install_dir/agent.key" 2>/dev/null)" = "$(key)" ]
+}
+
+install_deps() {
+	local missing=() p
+	for p in "${host_deps[@]}"; do
+		dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return
+	log "installing ${missing[*]}"
+	$sudo apt-get update -q
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# mirrors prints the host's apt sources for the suite: only the mirror the
+# host is configured for is reachable on locked-down build machines.
+mirrors() {
+	local f found=0
+	for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -s "$f" ] && grep -q "$suite" "$f" && { echo "$f"; found=1; }
+	done
+	[ $found = 1 ] || echo "http://deb.debian.org/debian"
+}
+
+build() {
+	[ "$(id -u)" = 0 ] || die "run as root: mmdebstrap needs root mode to write a directory with real ownership"
+	install_deps
+	local k; k=$(key)
+	local out=$cache/agent-$k.ext4
+	mkdir -p "$cache"
+	if [ -s "$out" ]; then
+		log "cached: $out"
+	else
+		local start=$SECONDS
+		local root=$cache/agent-$k.root
+		rm -rf "$root"
+		local -a mirror_args; mapfile -t mirror_args < <(mirrors)
+		log "mmdebstrap $suite (${packages[*]}) + $claude_code into $root"
+		mmdebstrap --mode=root --variant=apt --format=directory \
+			--include="$(IFS=,; echo "${packages[*]}")" \
+			--aptopt='APT::Install-Recommends "false"' \
+			--dpkgopt='path-exclude=/usr/share/man/*' \
+			--dpkgopt='path-exclude=/usr/share/info/*' \
+			--dpkgopt='path-exclude=/usr/share/doc/*' \
+			--dpkgopt='path-include=/usr/share/doc/*/copyright' \
+			--dpkgopt='path-exclude=/usr/share/locale/*' \
+			--dpkgopt='path-include=/usr/share/locale/locale.alias' \
+			--dpkgopt='path-exclude=/usr/share/lintian/*' \
+			--customize-hook="chroot \"\$1\" npm install --global --omit=dev --no-audit --no-fund --no-update-notifier $claude_code" \
+			--customize-hook='rm -rf "$1"/usr/local/lib/node_modules/@anthropic-ai/claude-code-*musl*' \
+			--customize-hook='chroot "$1" claude --version' \
+			--customize-hook='chroot "$1" git --version' \
+			--customize-hook='chroot "$1" node --version' \
+			--customize-hook='mkdir -p "$1"/workspace && echo sbx >"$1"/etc/hostname && : >"$1"/etc/resolv.conf' \
+			--customize-hook='rm -rf "$1"/root/.npm "$1"/root/.cache "$1"/tmp/* "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/apt/* "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old' \
+			"$suite" "$root" "${mirror_args[@]}"
+		# Headroom for what a box writes to / (its overlay holds the blocks,
+		# but the filesystem needs the free space); the file stays sparse.
+		local used_kb; used_kb=$(du -sk "$root" | cut -f1)
+		local size_mb=$(( used_kb * 12 / 10 / 1024 + 1024 ))
+		log "mkfs.ext4 -d ($((used_kb / 1024)) MiB of files, ${size_mb} MiB filesystem)"
+		rm -f "$out.tmp"
+		mkfs.ext4 -q -F -L sbx-agent -m 0 -i 8192 -d "$root" "$out.tmp" "${size_mb}M"
+		e2fsck -fn "$out.tmp" >/dev/null || die "e2fsck found errors in $out.tmp"
+		sync -f "$out.tmp"
+		mv "$out.tmp" "$out"
+		rm -rf "$root"
+		log "built $out in $((SECONDS - start)) s: $(du -h --apparent-size "$out" | cut -f1) apparent, $(du -h "$out" | cut -f1) allocated"
+	fi
+	mkdir -p "$install_dir"
+	cp --sparse=always "$out" "$install_dir/.agent.ext4.tmp"
+	sync -f "$install_dir/.agent.ext4.tmp"
+	mv "$install_dir/.agent.ext4.tmp" "$install_dir/agent.ext4"
+	echo "$k" >"$install_dir/.agent.key.tmp" && mv "$install_dir/.agent.key.tmp" "$install_dir/agent.key"
+	log "installed $install_dir/agent.ext4"
+}
+
+case ${1:-build} in
+build) build ;;
+key) key ;;
+uptodate) uptodate ;;
+*) die "usage: $0 build|key|uptodate" ;;
+esac

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Builds the small sbx guest kernel (uncompressed PVH vmlinux) from Debian's
+# linux-source-6.1 with vm/build/kernel.config merged onto tinyconfig.
+#
+#   vm/build/kernel.sh build      build into the cache (if absent) and install
+#   vm/build/kernel.sh key        print the cache key (fragment + source version)
+#   vm/build/kernel.sh uptodate   exit 0 when the installed kernel matches the key
+#
+# Cache: ${SBX_CACHE:-$HOME/.cache/sbx}/kernel/<key>/{vmlinux,release}
+# Install: ${SBX_DATA:-./.sbx}/kernel/small/{vmlinux,release,key}
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+fragment=$here/kernel.config
+pkg=linux-source-6.1
+tarball=/usr/src/$pkg.tar.xz
+# Build tools for the kernel; apt-get installs the missing ones.
+build_deps=($pkg build-essential flex bison bc libelf-dev libssl-dev xz-utils)
+cache=${SBX_CACHE:-$HOME/.cache/sbx}/kernel
+data=${SBX_DATA:-./.sbx}
+install_dir=$data/kernel/small
+sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+
+log() { printf 'kernel: %s\n' "$*" >&2; }
+die() { printf 'kernel: error: %s\n' "$*" >&2; exit 1; }
+
+source_version() { dpkg-query -W -f='${db:Status-Status} ${Version}\n' $pkg 2>/dev/null | awk '$1=="installed"{print $2}'; }
+
+key() {
+	local v; v=$(source_version)
+	[ -n "$v" ] || return 1
+	{ cat "$fragment"; echo "source=$pkg $v"; } | sha256sum | cut -c1-16
+}
+
+uptodate() {
+	local k; k=$(key) || return 1
+	[ -s "$install_dir/vmlinux" ] && [ "$(cat "$install_dir/key" 2>/dev/null)" = "$k" ]
+}
+
+install_deps() {
+	local missing=() p
+	for p in "${build_deps[@]}"; do
+		dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return
+	log "installing ${missing[*]}"
+	$sudo apt-get update -q
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# verify_config fails naming every fragment line the final .config dropped
+# (an unmet dependency, a typo, or an option renamed in this kernel version).
+verify_config() {
+	local config=$1 bad=0 line opt want got
+	while IFS= read -r line; do
+		case $line in
+		CONFIG_*=*) opt=${line%%=*}; want=$line ;;
+		"# CONFIG_"*" is not set") opt=${line#\# }; opt=${opt%% *}; want=$line ;;
+		*) continue ;;
+		esac
+		got=$(grep -E "^($opt=|# $opt is not set)" "$config" || true)
+		# An option absent from .config is "not set" as far as the kernel is concerned.
+		if [ "$got" != "$want" ] && ! { [ -z "$got" ] && [ "$want" = "# $opt is not set" ]; }; then
+			log "config option dropped: want '$want', got '${got:-<absent>}'"
+			bad=1
+		fi
+	done <"$fragment"
+	[ $bad = 0 ] || die "kernel.config options did not survive the merge (see above); fix vm/build/kernel.config"
+}
+
+build() {
+	install_deps
+	local k; k=$(key) || die "$pkg is not installed"
+	local out=$cache/$k
+	if [ -s "$out/vmlinux" ]; then
+		log "cached: $out/vmlinux"
+	else
+		local work=$cache/build-$k
+		local start=$SECONDS
+		rm -rf "$work"; mkdir -p "$work"
+		log "unpacking $tarball into $work"
+		tar -xJf "$tarball" -C "$work" --strip-components=1
+		cd "$work"
+		make -s tinyconfig >/dev/null
+		scripts/kconfig/merge_config.sh -m -O . .config "$fragment" >/dev/null
+		make -s olddefconfig >/dev/null
+		verify_config .config
+		log "building vmlinux (nice -n 19 make -j2, ~10 minutes)"
+		nice -n 19 make -s -j2 vmlinux
+		local release; release=$(make -s kernelrelease)
+		mkdir -p "$out.tmp"
+		cp vmlinux "$out.tmp/vmlinux"
+		cp .config "$out.tmp/config"
+		echo "$release" >"$out.tmp/release"
+		sync -f "$out.tmp/vmlinux"
+		rm -rf "$out"; mv "$out.tmp" "$out"
+		cd - >/dev/null
+		rm -rf "$work"
+		log "built $release in $((SECONDS - start)) s: $(du -h "$out/vmlinux" | cut -f1)"
+	fi
+	mkdir -p "$install_dir"
+	local f
+	for f in vmlinux release; do
+		cp "$out/$f" "$install_dir/.$f.tmp"
+		sync -f "$install_dir/.$f.tmp"
+		mv "$install_dir/.$f.tmp" "$install_dir/$f"
+	done
+	echo "$k" >"$install_dir/.key.tmp" && mv "$install_dir/.key.tmp" "$install_dir/key"
+	log "installed $install_dir/vmlinux ($(cat "$install_dir/release"))"
+}
+
+case ${1:-build} in
+build) build ;;
+key) key ;;
+uptodate) uptodate ;;
+*) die "usage: $0 build|key|uptodate" ;;
+esac
