@@ -2,13 +2,27 @@ package keys
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
 )
+
+// FrontCLI is the front of a local operator running sbx on the gateway host
+// itself. Such an actor already has the data dir, so its Role is trusted as
+// given; every other front's actor is looked up in the store on each call, so
+// a user removed or disabled mid-session can do nothing more.
+const FrontCLI = "cli"
+
+// touchEvery bounds how often a use of an API key is written to the store.
+const touchEvery = time.Minute
 
 // Service is the identity core every front uses.
 type Service struct {
@@ -26,68 +40,297 @@ func NewService(store Store, log *audit.Log, now func() time.Time) *Service {
 	return &Service{store: store, audit: log, now: now}
 }
 
-var errTODO = errors.New("TODO")
+// resultOf classifies err for the audit log.
+func resultOf(err error) string {
+	switch {
+	case err == nil:
+		return audit.ResultOK
+	case errors.Is(err, ErrForbidden), errors.Is(err, ErrLastAdmin), errors.Is(err, ErrDisabled):
+		return audit.ResultDenied
+	}
+	return audit.ResultError
+}
+
+// record writes the audit row for an action; a failing audit write is logged
+// by audit.Log and does not undo the action.
+func (s *Service) record(ctx context.Context, actor Actor, action, target, detail string, err error) {
+	if err != nil {
+		detail = strings.TrimSpace(detail + " " + err.Error())
+	}
+	if s.audit == nil {
+		return
+	}
+	_ = s.audit.Record(ctx, audit.Entry{
+		Time: s.now(), Actor: actor.User, Front: actor.Front, Action: action,
+		Target: target, Addr: actor.Addr, Result: resultOf(err), Detail: detail,
+	})
+}
+
+// authorize checks that actor may act on target's identity: admins on anyone,
+// everyone else only on themselves (target == actor.User) and only when
+// selfOK.
+func (s *Service) authorize(ctx context.Context, actor Actor, target string, selfOK bool) error {
+	role := actor.Role
+	if actor.Front != FrontCLI {
+		if actor.User == "" {
+			return fmt.Errorf("no authenticated user: %w", ErrForbidden)
+		}
+		u, err := s.store.GetUser(ctx, actor.User)
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("user %q no longer exists: %w", actor.User, ErrForbidden)
+		}
+		if err != nil {
+			return err
+		}
+		if u.Disabled {
+			return fmt.Errorf("user %q: %w", actor.User, ErrDisabled)
+		}
+		role = u.Role
+	}
+	if role == RoleAdmin || (selfOK && target == actor.User) {
+		return nil
+	}
+	if selfOK {
+		return fmt.Errorf("only admins may manage another user's keys: %w", ErrForbidden)
+	}
+	return fmt.Errorf("only admins may manage users: %w", ErrForbidden)
+}
+
+func fingerprints(ks []Key) string {
+	fps := make([]string, len(ks))
+	for i, k := range ks {
+		fps[i] = k.Fingerprint
+	}
+	return strings.Join(fps, ",")
+}
+
+// parseNewKeys parses authorizedKeys for user and stamps them.
+func (s *Service) parseNewKeys(user, authorizedKeys string) ([]Key, error) {
+	ks, err := ParseAuthorizedKeys(authorizedKeys)
+	if err != nil {
+		return nil, err
+	}
+	if len(ks) == 0 {
+		return nil, fmt.Errorf("no public key given: %w", ErrInvalid)
+	}
+	now := s.now().UTC()
+	for i := range ks {
+		ks[i].User, ks[i].Created = user, now
+	}
+	return ks, nil
+}
 
 // AddUser creates a user with the keys in authorizedKeys (at least one),
 // atomically. Admins only.
-func (s *Service) AddUser(ctx context.Context, actor Actor, name string, role Role, authorizedKeys string) (User, []Key, error) {
-	return User{}, nil, errTODO
+func (s *Service) AddUser(ctx context.Context, actor Actor, name string, role Role, authorizedKeys string) (u User, ks []Key, err error) {
+	defer func() {
+		s.record(ctx, actor, "user.add", name, fmt.Sprintf("role=%s keys=%s", role, fingerprints(ks)), err)
+	}()
+	if err := s.authorize(ctx, actor, name, false); err != nil {
+		return User{}, nil, err
+	}
+	if err := ValidName(name); err != nil {
+		return User{}, nil, err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return User{}, nil, err
+	}
+	ks, err = s.parseNewKeys(name, authorizedKeys)
+	if err != nil {
+		return User{}, nil, err
+	}
+	u, err = s.store.CreateUser(ctx, User{Name: name, Role: role, Created: s.now().UTC()}, ks)
+	if err != nil {
+		return User{}, nil, err
+	}
+	return u, ks, nil
 }
 
 // RemoveUser deletes a user with all its keys. Admins only; never the last
 // enabled admin.
-func (s *Service) RemoveUser(ctx context.Context, actor Actor, name string) error {
-	return errTODO
+func (s *Service) RemoveUser(ctx context.Context, actor Actor, name string) (err error) {
+	defer func() { s.record(ctx, actor, "user.rm", name, "", err) }()
+	if err := s.authorize(ctx, actor, name, false); err != nil {
+		return err
+	}
+	return s.store.DeleteUser(ctx, name)
 }
 
 // SetDisabled disables or enables a user. Admins only; never disables the last
 // enabled admin.
-func (s *Service) SetDisabled(ctx context.Context, actor Actor, name string, disabled bool) error {
-	return errTODO
+func (s *Service) SetDisabled(ctx context.Context, actor Actor, name string, disabled bool) (err error) {
+	action := "user.enable"
+	if disabled {
+		action = "user.disable"
+	}
+	defer func() { s.record(ctx, actor, action, name, "", err) }()
+	if err := s.authorize(ctx, actor, name, false); err != nil {
+		return err
+	}
+	return s.store.SetUserDisabled(ctx, name, disabled)
 }
 
 // Users lists every user by name.
-func (s *Service) Users(ctx context.Context) ([]User, error) { return nil, errTODO }
+func (s *Service) Users(ctx context.Context) ([]User, error) { return s.store.ListUsers(ctx) }
 
 // User returns one user by name.
-func (s *Service) User(ctx context.Context, name string) (User, error) { return User{}, errTODO }
+func (s *Service) User(ctx context.Context, name string) (User, error) {
+	return s.store.GetUser(ctx, name)
+}
 
 // AddKeys adds the keys in authorizedKeys to user. Users manage their own
 // keys; admins anyone's.
-func (s *Service) AddKeys(ctx context.Context, actor Actor, user, authorizedKeys string) ([]Key, error) {
-	return nil, errTODO
+func (s *Service) AddKeys(ctx context.Context, actor Actor, user, authorizedKeys string) (ks []Key, err error) {
+	defer func() { s.record(ctx, actor, "key.add", user, "keys="+fingerprints(ks), err) }()
+	if err := s.authorize(ctx, actor, user, true); err != nil {
+		return nil, err
+	}
+	ks, err = s.parseNewKeys(user, authorizedKeys)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.AddKeys(ctx, user, ks); err != nil {
+		return nil, err
+	}
+	return ks, nil
 }
 
-// RemoveKey removes the key with fingerprint from user.
-func (s *Service) RemoveKey(ctx context.Context, actor Actor, user, fingerprint string) error {
-	return errTODO
+// RemoveKey removes the key with fingerprint from user; never the last key of
+// the last enabled admin.
+func (s *Service) RemoveKey(ctx context.Context, actor Actor, user, fingerprint string) (err error) {
+	defer func() { s.record(ctx, actor, "key.rm", user, "key="+short(fingerprint), err) }()
+	if err := s.authorize(ctx, actor, user, true); err != nil {
+		return err
+	}
+	return s.store.DeleteKey(ctx, user, fingerprint)
 }
 
 // Keys lists the SSH keys of user.
-func (s *Service) Keys(ctx context.Context, user string) ([]Key, error) { return nil, errTODO }
+func (s *Service) Keys(ctx context.Context, user string) ([]Key, error) {
+	return s.store.ListKeys(ctx, user)
+}
 
 // UserByPublicKey resolves the owner of a key the client really authenticated
-// with. Disabled users give ErrDisabled.
+// with. Unknown keys give ErrNotFound, disabled users ErrDisabled.
 func (s *Service) UserByPublicKey(ctx context.Context, pk ssh.PublicKey) (User, error) {
-	return User{}, errTODO
+	if pk == nil {
+		return User{}, fmt.Errorf("no public key: %w", ErrNotFound)
+	}
+	fp := ssh.FingerprintSHA256(pk)
+	k, u, err := s.store.KeyByFingerprint(ctx, fp)
+	if err != nil {
+		return User{}, err
+	}
+	// The fingerprint is a hash of these bytes; comparing them too costs
+	// nothing and does not rely on SHA-256 alone.
+	if subtle.ConstantTimeCompare(k.PublicKey.Marshal(), pk.Marshal()) != 1 {
+		return User{}, fmt.Errorf("key %s: %w", fp, ErrNotFound)
+	}
+	if u.Disabled {
+		return User{}, fmt.Errorf("user %q: %w", u.Name, ErrDisabled)
+	}
+	return u, nil
+}
+
+var scopeRE = regexp.MustCompile(`^[a-z][a-z0-9:._*-]{0,63}$`)
+
+const maxScopes = 32
+
+// validAPIKeyName: 1 to 64 printable characters, no control characters.
+func validAPIKeyName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("api key name must be 1 to 64 characters: %w", ErrInvalid)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+			return fmt.Errorf("api key name %q has a control character: %w", name, ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // CreateAPIKey makes a new API key for user and returns its token, which is
 // shown once and stored only as a SHA-256. ttl <= 0 means it never expires.
-func (s *Service) CreateAPIKey(ctx context.Context, actor Actor, user, name string, scopes []string, ttl time.Duration) (string, APIKey, error) {
-	return "", APIKey{}, errTODO
+// Users create their own keys; admins anyone's.
+func (s *Service) CreateAPIKey(ctx context.Context, actor Actor, user, name string, scopes []string, ttl time.Duration) (token string, k APIKey, err error) {
+	defer func() { s.record(ctx, actor, "apikey.create", user, "id="+k.ID+" name="+short(name), err) }()
+	if err := s.authorize(ctx, actor, user, true); err != nil {
+		return "", APIKey{}, err
+	}
+	if err := validAPIKeyName(name); err != nil {
+		return "", APIKey{}, err
+	}
+	if len(scopes) > maxScopes {
+		return "", APIKey{}, fmt.Errorf("%d scopes, at most %d: %w", len(scopes), maxScopes, ErrInvalid)
+	}
+	for _, sc := range scopes {
+		if !scopeRE.MatchString(sc) {
+			return "", APIKey{}, fmt.Errorf("scope %q: want a-z 0-9 : . _ * - starting with a letter: %w", short(sc), ErrInvalid)
+		}
+	}
+	now := s.now().UTC()
+	token, id := newToken()
+	k = APIKey{ID: id, User: user, Name: name, Scopes: append([]string(nil), scopes...), Created: now}
+	if ttl > 0 {
+		k.Expires = now.Add(ttl)
+	}
+	if err := s.store.CreateAPIKey(ctx, k, hashToken(token)); err != nil {
+		return "", APIKey{}, err
+	}
+	return token, k, nil
 }
 
 // UserByAPIKey authenticates a token. Every failure is ErrBadToken (wrapped
-// with the reason), except a disabled owner, which is ErrDisabled.
+// with the reason, which the front should log but not show), except a
+// disabled owner, which is ErrDisabled.
 func (s *Service) UserByAPIKey(ctx context.Context, token string) (User, APIKey, error) {
-	return User{}, APIKey{}, errTODO
+	id, err := ParseToken(token)
+	if err != nil {
+		return User{}, APIKey{}, err
+	}
+	k, hash, u, err := s.store.APIKeyByID(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return User{}, APIKey{}, fmt.Errorf("api key %s: unknown: %w", id, ErrBadToken)
+	}
+	if err != nil {
+		return User{}, APIKey{}, err
+	}
+	if subtle.ConstantTimeCompare(hashToken(token), hash) != 1 {
+		return User{}, APIKey{}, fmt.Errorf("api key %s: wrong secret: %w", id, ErrBadToken)
+	}
+	now := s.now().UTC()
+	if !k.Revoked.IsZero() {
+		return User{}, APIKey{}, fmt.Errorf("api key %s: revoked: %w", id, ErrBadToken)
+	}
+	if !k.Expires.IsZero() && !now.Before(k.Expires) {
+		return User{}, APIKey{}, fmt.Errorf("api key %s: expired: %w", id, ErrBadToken)
+	}
+	if u.Disabled {
+		return User{}, APIKey{}, fmt.Errorf("user %q: %w", u.Name, ErrDisabled)
+	}
+	// Write last_used at most once a minute per key: a request storm costs
+	// no write per request.
+	if now.Sub(k.LastUsed) >= touchEvery {
+		if err := s.store.TouchAPIKey(ctx, id, now); err != nil {
+			slog.WarnContext(ctx, "record api key use", "id", id, "err", err)
+		} else {
+			k.LastUsed = now
+		}
+	}
+	return u, k, nil
 }
 
 // APIKeys lists user's API keys, revoked and expired ones included.
-func (s *Service) APIKeys(ctx context.Context, user string) ([]APIKey, error) { return nil, errTODO }
+func (s *Service) APIKeys(ctx context.Context, user string) ([]APIKey, error) {
+	return s.store.ListAPIKeys(ctx, user)
+}
 
-// RevokeAPIKey revokes the API key id of user.
-func (s *Service) RevokeAPIKey(ctx context.Context, actor Actor, user, id string) error {
-	return errTODO
+// RevokeAPIKey revokes the API key id of user. Users revoke their own keys;
+// admins anyone's.
+func (s *Service) RevokeAPIKey(ctx context.Context, actor Actor, user, id string) (err error) {
+	defer func() { s.record(ctx, actor, "apikey.revoke", user, "id="+short(id), err) }()
+	if err := s.authorize(ctx, actor, user, true); err != nil {
+		return err
+	}
+	return s.store.RevokeAPIKey(ctx, user, id, s.now().UTC())
 }
