@@ -1,0 +1,426 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Client is the host's end of one agent connection. It is safe for concurrent
+// use; every call runs on its own yamux stream.
+type Client struct {
+	sess   *yamux.Session
+	nextID atomic.Uint64
+}
+
+// Connect performs the nonce handshake on conn and starts yamux over it. On
+// failure conn is closed. ctx bounds the handshake only.
+func Connect(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) {
+	hc, err := hostHandshake(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := yamux.Client(hc, yamuxConfig(true))
+	if err != nil {
+		hc.Close()
+		return nil, fmt.Errorf("agent: start yamux: %w", err)
+	}
+	return &Client{sess: sess}, nil
+}
+
+func yamuxConfig(keepAlive bool) *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.EnableKeepAlive = keepAlive
+	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.LogOutput = nil
+	cfg.Logger = log.New(io.Discard, "", 0)
+	return cfg
+}
+
+// Close ends the connection; running calls fail with ErrClosed.
+func (c *Client) Close() error { return c.sess.Close() }
+
+// Done is closed when the connection is gone (closed, or the guest went away).
+func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
+
+// call opens a stream, sends req and reads the reply header. The stream is
+// returned open for calls that stream data; it is closed when ctx ends.
+func (c *Client) call(ctx context.Context, req request) (*yamux.Stream, reply, func() bool, error) {
+	req.ID = c.nextID.Add(1)
+	st, err := c.sess.OpenStream()
+	if err != nil {
+		if c.sess.IsClosed() {
+			err = ErrClosed
+		}
+		return nil, reply{}, nil, fmt.Errorf("agent %s: open stream: %w", req.Op, err)
+	}
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	fail := func(err error) (*yamux.Stream, reply, func() bool, error) {
+		stop()
+		st.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, reply{}, nil, fmt.Errorf("agent %s %q: %w", req.Op, req.Path, err)
+	}
+	if err := writeFrame(st, req); err != nil {
+		return fail(err)
+	}
+	var rep reply
+	if err := readFrame(st, &rep); err != nil {
+		return fail(err)
+	}
+	if rep.ID != req.ID {
+		return fail(fmt.Errorf("reply id %d does not match request id %d", rep.ID, req.ID))
+	}
+	if rep.Err != nil {
+		stop()
+		st.Close()
+		return nil, reply{}, nil, rep.Err.err(req.Op, req.Path)
+	}
+	return st, rep, stop, nil
+}
+
+// simple runs a call that has no stream after its reply.
+func (c *Client) simple(ctx context.Context, req request) (reply, error) {
+	st, rep, stop, err := c.call(ctx, req)
+	if err != nil {
+		return reply{}, err
+	}
+	stop()
+	st.Close()
+	return rep, nil
+}
+
+// Ping asks the guest for its health; the first answer after boot is the
+// "first agent reply".
+func (c *Client) Ping(ctx context.Context) (Health, error) {
+	rep, err := c.simple(ctx, request{Op: opPing})
+	if err != nil {
+		return Health{}, err
+	}
+	if rep.Health == nil {
+		return Health{}, errors.New("agent ping: empty reply")
+	}
+	return *rep.Health, nil
+}
+
+// Stat describes path (relative to /workspace); symlinks are followed inside
+// /workspace only.
+func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
+	rep, err := c.simple(ctx, request{Op: opStat, Path: path})
+	if err != nil {
+		return FileInfo{}, err
+	}
+	if rep.Info == nil {
+		return FileInfo{}, fmt.Errorf("agent stat %q: empty reply", path)
+	}
+	return *rep.Info, nil
+}
+
+// ReadDir lists a directory, sorted by name; symlinks are reported, not followed.
+func (c *Client) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
+	rep, err := c.simple(ctx, request{Op: opReadDir, Path: path})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Infos, nil
+}
+
+// MkdirAll creates path and its missing parents.
+func (c *Client) MkdirAll(ctx context.Context, path string, mode fs.FileMode) error {
+	_, err := c.simple(ctx, request{Op: opMkdirAll, Path: path, Mode: uint32(mode.Perm())})
+	return err
+}
+
+// Remove deletes path; a directory is removed with everything in it. Symlinks
+// are removed, never followed.
+func (c *Client) Remove(ctx context.Context, path string) error {
+	_, err := c.simple(ctx, request{Op: opRemove, Path: path})
+	return err
+}
+
+// SetClock sets the guest's wall clock (after boot and after every wake).
+func (c *Client) SetClock(ctx context.Context, t time.Time) error {
+	_, err := c.simple(ctx, request{Op: opClock, Time: t.UnixNano()})
+	return err
+}
+
+// Reseed mixes seed into the guest's entropy pool (a restored snapshot has a
+// cloned RNG state).
+func (c *Client) Reseed(ctx context.Context, seed []byte) error {
+	_, err := c.simple(ctx, request{Op: opReseed, Data: seed})
+	return err
+}
+
+// Shutdown asks the guest to sync its disks and power off. The connection
+// usually ends before or right after the reply.
+func (c *Client) Shutdown(ctx context.Context) error {
+	_, err := c.simple(ctx, request{Op: opShutdown})
+	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrClosed) ||
+		errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, net.ErrClosed)) {
+		return nil // the guest went down before the reply got out
+	}
+	return err
+}
+
+// ReadFile streams the file at path. The reader fails with
+// io.ErrUnexpectedEOF if the guest stops half-way.
+func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
+	return c.download(ctx, request{Op: opRead, Path: path})
+}
+
+// TarOut streams path (a file or a directory) as a tar archive whose entries
+// are relative to path's parent... no: relative to path itself for a
+// directory, the base name for a file. Symlinks are archived as links.
+func (c *Client) TarOut(ctx context.Context, path string) (io.ReadCloser, error) {
+	return c.download(ctx, request{Op: opTarOut, Path: path})
+}
+
+func (c *Client) download(ctx context.Context, req request) (io.ReadCloser, error) {
+	st, _, stop, err := c.call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &downloadReader{r: &chunkReader{r: st}, st: st, stop: stop}, nil
+}
+
+type downloadReader struct {
+	r    io.Reader
+	st   *yamux.Stream
+	stop func() bool
+	once sync.Once
+}
+
+func (d *downloadReader) Read(p []byte) (int, error) { return d.r.Read(p) }
+
+func (d *downloadReader) Close() error {
+	d.once.Do(func() {
+		d.stop()
+		d.st.Close()
+	})
+	return nil
+}
+
+// WriteFile stores r's bytes at path with mode, atomically: the guest writes
+// a temporary file, syncs it and renames it over path. If r fails the file is
+// left as it was.
+func (c *Client) WriteFile(ctx context.Context, path string, mode fs.FileMode, r io.Reader) error {
+	return c.upload(ctx, request{Op: opWrite, Path: path, Mode: uint32(mode.Perm())}, r)
+}
+
+// TarIn unpacks the tar archive r into dir. Entries that would land outside
+// /workspace (.., absolute names, through symlinks) fail the call.
+func (c *Client) TarIn(ctx context.Context, dir string, r io.Reader) error {
+	return c.upload(ctx, request{Op: opTarIn, Path: dir}, r)
+}
+
+// upload sends req, then r as chunks, then waits for the final reply. The
+// first reply says the guest accepted the call.
+func (c *Client) upload(ctx context.Context, req request, r io.Reader) error {
+	st, _, stop, err := c.call(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	defer st.Close()
+	cw := chunkWriter{w: st}
+	if _, err := cw.ReadFrom(r); err != nil {
+		// Without the end marker the guest discards what it got.
+		return fmt.Errorf("agent %s %q: send data: %w", req.Op, req.Path, err)
+	}
+	if err := cw.Close(); err != nil {
+		return fmt.Errorf("agent %s %q: send data: %w", req.Op, req.Path, err)
+	}
+	var rep reply
+	if err := readFrame(st, &rep); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("agent %s %q: read result: %w", req.Op, req.Path, err)
+	}
+	if rep.ID != req.ID {
+		return fmt.Errorf("agent %s %q: reply id %d does not match request id %d", req.Op, req.Path, rep.ID, req.ID)
+	}
+	return rep.Err.err(req.Op, req.Path)
+}
+
+// Watch reports changes of path (created, changed, removed) until ctx ends;
+// the channel is closed then, or when the connection breaks.
+func (c *Client) Watch(ctx context.Context, path string) (<-chan WatchEvent, error) {
+	st, _, stop, err := c.call(ctx, request{Op: opWatch, Path: path})
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan WatchEvent, 16)
+	go func() {
+		defer close(ch)
+		defer stop()
+		defer st.Close()
+		for {
+			var rep reply
+			if err := readFrame(st, &rep); err != nil || rep.Event == nil {
+				return
+			}
+			select {
+			case ch <- *rep.Event:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// Process is a process started by Exec.
+type Process struct {
+	c       *Client
+	id      uint64
+	pid     int
+	ctl     *yamux.Stream
+	stdin   *yamux.Stream
+	stdout  *yamux.Stream
+	stderr  *yamux.Stream
+	ctlMu   sync.Mutex // serialises control frames
+	waitErr error
+	exit    ExitStatus
+	done    chan struct{}
+}
+
+// Exec starts a process. Its output must be read (or the process blocks once
+// the stream windows are full); ctx bounds the start only — use Signal to end it.
+func (c *Client) Exec(ctx context.Context, req ExecRequest) (*Process, error) {
+	if len(req.Argv) == 0 {
+		return nil, errors.New("agent exec: empty argv")
+	}
+	id := c.nextID.Add(1)
+	p := &Process{c: c, id: id, done: make(chan struct{})}
+	open := func(fd int) (*yamux.Stream, error) {
+		st, err := c.sess.OpenStream()
+		if err != nil {
+			return nil, fmt.Errorf("agent exec %q: open stream: %w", req.Argv[0], err)
+		}
+		if err := writeFrame(st, request{ID: c.nextID.Add(1), Op: opAttach, Exe: id, FD: fd}); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("agent exec %q: attach fd %d: %w", req.Argv[0], fd, err)
+		}
+		return st, nil
+	}
+	closeAll := func() {
+		for _, st := range []*yamux.Stream{p.ctl, p.stdin, p.stdout, p.stderr} {
+			if st != nil {
+				st.Close()
+			}
+		}
+	}
+	var err error
+	if p.ctl, err = c.sess.OpenStream(); err != nil {
+		return nil, fmt.Errorf("agent exec %q: open stream: %w", req.Argv[0], err)
+	}
+	stop := context.AfterFunc(ctx, closeAll)
+	defer stop()
+	r := req
+	if err := writeFrame(p.ctl, request{ID: id, Op: opExec, Exec: &r}); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("agent exec %q: %w", req.Argv[0], err)
+	}
+	for fd, dst := range []**yamux.Stream{&p.stdin, &p.stdout, &p.stderr} {
+		if *dst, err = open(fd); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	var rep reply
+	if err := readFrame(p.ctl, &rep); err != nil {
+		closeAll()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("agent exec %q: %w", req.Argv[0], err)
+	}
+	if rep.ID != id {
+		closeAll()
+		return nil, fmt.Errorf("agent exec %q: reply id %d does not match request id %d", req.Argv[0], rep.ID, id)
+	}
+	if rep.Err != nil {
+		closeAll()
+		return nil, rep.Err.err(opExec, req.Argv[0])
+	}
+	p.pid = rep.PID
+	go p.waitLoop()
+	return p, nil
+}
+
+func (p *Process) waitLoop() {
+	defer close(p.done)
+	for {
+		var rep reply
+		if err := readFrame(p.ctl, &rep); err != nil {
+			p.waitErr = fmt.Errorf("agent exec pid %d: connection lost before exit: %w", p.pid, err)
+			return
+		}
+		if rep.Exit != nil {
+			p.exit = *rep.Exit
+			return
+		}
+	}
+}
+
+// PID is the process id in the guest.
+func (p *Process) PID() int { return p.pid }
+
+// Stdin is the process's standard input; Close sends EOF (with a TTY, ^D).
+func (p *Process) Stdin() io.WriteCloser { return p.stdin }
+
+// Stdout is the process's standard output, or the terminal's output with a TTY.
+func (p *Process) Stdout() io.Reader { return p.stdout }
+
+// Stderr is the process's standard error; empty with a TTY.
+func (p *Process) Stderr() io.Reader { return p.stderr }
+
+// Resize changes the terminal size of a TTY process.
+func (p *Process) Resize(ctx context.Context, rows, cols uint16) error {
+	return p.control(ctx, request{Op: opResize, Rows: rows, Cols: cols})
+}
+
+// Signal sends sig to the process's group.
+func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
+	return p.control(ctx, request{Op: opSignal, Signal: int(sig)})
+}
+
+// control frames are fire-and-forget: the guest acts on them in order.
+func (p *Process) control(ctx context.Context, req request) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("agent %s pid %d: process has exited", req.Op, p.pid)
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req.ID = p.c.nextID.Add(1)
+	p.ctlMu.Lock()
+	defer p.ctlMu.Unlock()
+	if err := writeFrame(p.ctl, req); err != nil {
+		return fmt.Errorf("agent %s pid %d: %w", req.Op, p.pid, err)
+	}
+	return nil
+}
+
+// Wait blocks until the process has exited and its output streams are
+// complete, then returns how it ended.
+func (p *Process) Wait() (ExitStatus, error) {
+	<-p.done
+	p.ctl.Close()
+	return p.exit, p.waitErr
+}

@@ -1,0 +1,438 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
+)
+
+// workspace is the path the host names the confined root by.
+const workspace = "/workspace"
+
+// Rel turns a host path (relative to /workspace, or absolute under it) into a
+// clean relative path, or fails with ErrEscape. It does not touch the disk;
+// symlinks are caught when the path is opened.
+func Rel(p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("path %q contains a NUL byte: %w", p, fs.ErrInvalid)
+	}
+	if strings.HasPrefix(p, "/") {
+		rest, ok := strings.CutPrefix(p, workspace)
+		if !ok || (rest != "" && rest[0] != '/') {
+			return "", fmt.Errorf("%q: %w", p, ErrEscape)
+		}
+		p = strings.TrimLeft(rest, "/")
+	}
+	if p == "" {
+		return ".", nil
+	}
+	c := path.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("%q: %w", p, ErrEscape)
+	}
+	return c, nil
+}
+
+func (s *server) rel(p string) (string, error) { return Rel(p) }
+
+// openIn opens rel beneath dirfd; nothing may resolve outside it: not "..",
+// not an absolute symlink, not a /proc magic link.
+func openIn(dirfd int, rel string, flags int, mode uint32) (int, error) {
+	how := &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_CLOEXEC),
+		Mode:    uint64(mode),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for range 8 {
+		fd, err := unix.Openat2(dirfd, rel, how)
+		switch err {
+		case nil:
+			return fd, nil
+		case unix.EINTR, unix.EAGAIN: // EAGAIN: a concurrent rename; retry
+			continue
+		case unix.EXDEV, unix.ELOOP:
+			if err == unix.ELOOP && flags&unix.O_NOFOLLOW != 0 {
+				return -1, err
+			}
+			return -1, ErrEscape
+		default:
+			return -1, err
+		}
+	}
+	return -1, unix.EAGAIN
+}
+
+func (s *server) open(rel string, flags int, mode uint32) (int, error) {
+	return openIn(s.rootFD, rel, flags, mode)
+}
+
+func pathErr(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fs.PathError{Op: op, Path: p, Err: err}
+}
+
+func fileMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	}
+	if m&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+func infoOf(name string, st *unix.Stat_t) FileInfo {
+	return FileInfo{
+		Name:    name,
+		Size:    st.Size,
+		Mode:    fileMode(st.Mode),
+		ModTime: time.Unix(st.Mtim.Unix()).UTC(),
+	}
+}
+
+func baseName(rel string) string {
+	if rel == "." {
+		return path.Base(workspace)
+	}
+	return path.Base(rel)
+}
+
+func (s *server) stat(p string) (FileInfo, error) {
+	rel, err := Rel(p)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	fd, err := s.open(rel, unix.O_PATH, 0)
+	if err != nil {
+		return FileInfo{}, pathErr("stat", p, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return FileInfo{}, pathErr("stat", p, err)
+	}
+	return infoOf(baseName(rel), &st), nil
+}
+
+// lstatAt describes name in dirfd without following a symlink.
+func lstatAt(dirfd int, name string) (FileInfo, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return FileInfo{}, err
+	}
+	fi := infoOf(name, &st)
+	if fi.Mode&fs.ModeSymlink != 0 {
+		buf := make([]byte, unix.PathMax)
+		if n, err := unix.Readlinkat(dirfd, name, buf); err == nil {
+			fi.Link = string(buf[:n])
+		}
+	}
+	return fi, nil
+}
+
+// names lists a directory fd (which it consumes), sorted.
+func names(dirfd int) ([]string, error) {
+	f := os.NewFile(uintptr(dirfd), "dir")
+	defer f.Close()
+	ns, err := f.Readdirnames(-1)
+	slices.Sort(ns)
+	return ns, err
+}
+
+func (s *server) readDir(p string) ([]FileInfo, error) {
+	rel, err := Rel(p)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := s.open(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, pathErr("readdir", p, err)
+	}
+	ns, err := names(fd)
+	if err != nil {
+		return nil, pathErr("readdir", p, err)
+	}
+	dfd, err := s.open(rel, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, pathErr("readdir", p, err)
+	}
+	defer unix.Close(dfd)
+	infos := make([]FileInfo, 0, len(ns))
+	for _, n := range ns {
+		fi, err := lstatAt(dfd, n)
+		if err != nil {
+			continue // removed while listing
+		}
+		infos = append(infos, fi)
+	}
+	return infos, nil
+}
+
+func (s *server) mkdirAll(p string, mode uint32) error {
+	rel, err := Rel(p)
+	if err != nil {
+		return err
+	}
+	return pathErr("mkdir", p, mkdirAllIn(s.rootFD, rel, mode))
+}
+
+// mkdirAllIn creates rel and its parents beneath dirfd.
+func mkdirAllIn(dirfd int, rel string, mode uint32) error {
+	if mode == 0 {
+		mode = 0o755
+	}
+	if rel == "." {
+		return nil
+	}
+	parent := "."
+	for _, comp := range strings.Split(rel, "/") {
+		pfd, err := openIn(dirfd, parent, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return err
+		}
+		err = unix.Mkdirat(pfd, comp, mode)
+		unix.Close(pfd)
+		if err != nil && err != unix.EEXIST {
+			return err
+		}
+		parent = path.Join(parent, comp)
+	}
+	fd, err := openIn(dirfd, rel, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
+func (s *server) remove(p string) error {
+	rel, err := Rel(p)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return fmt.Errorf("remove %q: refusing to remove /workspace itself: %w", p, fs.ErrInvalid)
+	}
+	pfd, err := s.open(path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return pathErr("remove", p, err)
+	}
+	defer unix.Close(pfd)
+	return pathErr("remove", p, removeAt(pfd, path.Base(rel)))
+}
+
+// removeAt removes name in dirfd, a directory with all it holds; symlinks
+// are removed, never followed.
+func removeAt(dirfd int, name string) error {
+	err := unix.Unlinkat(dirfd, name, 0)
+	if err != unix.EISDIR && err != unix.EPERM {
+		return err
+	}
+	dfd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	ns, err := names(dfd)
+	if err != nil {
+		return err
+	}
+	if len(ns) > 0 {
+		dfd, err = unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		for _, n := range ns {
+			if err := removeAt(dfd, n); err != nil && err != unix.ENOENT {
+				unix.Close(dfd)
+				return err
+			}
+		}
+		unix.Close(dfd)
+	}
+	return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+}
+
+// hangup closes st when the host closes its side: for calls where the host
+// only reads, this is how an abandoned download stops.
+func hangup(st *yamux.Stream) {
+	go func() {
+		_, _ = io.Copy(io.Discard, st)
+		st.Close()
+	}()
+}
+
+func (s *server) readFile(st *yamux.Stream, req request) {
+	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
+	rel, err := Rel(req.Path)
+	if err != nil {
+		fail(err)
+		return
+	}
+	fd, err := s.open(rel, unix.O_RDONLY, 0)
+	if err != nil {
+		fail(pathErr("read", req.Path, err))
+		return
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var sb unix.Stat_t
+	if err := unix.Fstat(fd, &sb); err != nil {
+		fail(pathErr("read", req.Path, err))
+		return
+	}
+	fi := infoOf(baseName(rel), &sb)
+	if fi.IsDir() {
+		fail(pathErr("read", req.Path, fmt.Errorf("is a directory: %w", fs.ErrInvalid)))
+		return
+	}
+	if err := writeFrame(st, reply{ID: req.ID, Info: &fi}); err != nil {
+		return
+	}
+	hangup(st)
+	cw := chunkWriter{w: st}
+	if _, err := cw.ReadFrom(f); err != nil {
+		s.log.Debug("agent: read file", "path", req.Path, "err", err)
+		return // no end marker: the host sees a truncated stream
+	}
+	_ = cw.Close()
+}
+
+func (s *server) writeFile(st *yamux.Stream, req request) {
+	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
+	rel, err := Rel(req.Path)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if rel == "." {
+		fail(fmt.Errorf("write %q: is the workspace directory: %w", req.Path, fs.ErrInvalid))
+		return
+	}
+	mode := req.Mode & 0o7777
+	if mode == 0 {
+		mode = 0o644
+	}
+	dfd, err := s.open(path.Dir(rel), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		fail(pathErr("write", req.Path, err))
+		return
+	}
+	defer unix.Close(dfd)
+	base := path.Base(rel)
+	tmp := fmt.Sprintf(".%s.sbx-tmp-%d", base, time.Now().UnixNano())
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		fail(pathErr("write", req.Path, err))
+		return
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	committed := false
+	defer func() {
+		f.Close()
+		if !committed {
+			_ = unix.Unlinkat(dfd, tmp, 0)
+		}
+	}()
+	if err := writeFrame(st, reply{ID: req.ID}); err != nil {
+		return
+	}
+	_, err = io.Copy(f, &chunkReader{r: st})
+	if err == nil {
+		err = unix.Fchmod(fd, mode) // the umask narrowed the create mode
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, base)
+	}
+	if err == nil {
+		committed = true
+		err = unix.Fsync(dfd)
+	}
+	fail(pathErr("write", req.Path, err)) // fail(nil) is the success reply
+}
+
+func (s *server) watch(ctx doneCtx, st *yamux.Stream, req request) {
+	rel, err := Rel(req.Path)
+	if err != nil {
+		_ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)})
+		return
+	}
+	last, err := s.stat(rel)
+	exists := err == nil
+	if err != nil && !isNotExist(err) {
+		_ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)})
+		return
+	}
+	if err := writeFrame(st, reply{ID: req.ID}); err != nil {
+		return
+	}
+	gone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, st)
+		close(gone)
+	}()
+	tick := time.NewTicker(s.opts.WatchInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-gone:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		fi, err := s.stat(rel)
+		now := err == nil
+		var ev *WatchEvent
+		switch {
+		case now && !exists:
+			ev = &WatchEvent{Kind: Created, Path: req.Path, Info: &fi}
+		case !now && exists:
+			ev = &WatchEvent{Kind: Removed, Path: req.Path}
+		case now && (fi.Size != last.Size || !fi.ModTime.Equal(last.ModTime) || fi.Mode != last.Mode):
+			ev = &WatchEvent{Kind: Changed, Path: req.Path, Info: &fi}
+		}
+		exists, last = now, fi
+		if ev != nil {
+			if err := writeFrame(st, reply{ID: req.ID, Event: ev}); err != nil {
+				return
+			}
+		}
+	}
+}
+
+type doneCtx interface{ Done() <-chan struct{} }
+
+func isNotExist(err error) bool {
+	return err != nil && (os.IsNotExist(err) || errorsIs(err, fs.ErrNotExist))
+}

@@ -1,0 +1,349 @@
+// Package agent is the host↔guest protocol of a box: the host's Client and the
+// guest's Server talk over one byte stream (the virtio-serial port sbx.agent).
+//
+// Wire format. On every new connection the host sends hello = "SBXHELLO" +
+// 16-byte nonce; the guest answers with the same 24 bytes and both sides then
+// run yamux (host = client). Each call opens one yamux stream and starts with a
+// frame — a 4-byte big-endian length and a JSON header carrying a request id
+// that the reply frame echoes. Bulk data (file contents, tar) follows as chunks
+// (4-byte length + bytes, a zero length ends the data), so a sender that fails
+// half-way is seen as a truncated stream, never as a short file. Process output
+// and input are raw yamux streams, which gives each of them its own
+// back-pressure.
+package agent
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// MaxFrame bounds one JSON header; larger frames are refused unread.
+const MaxFrame = 1 << 20
+
+// maxChunk bounds one data chunk.
+const maxChunk = 1 << 20
+
+// chunkSize is the size the senders use.
+const chunkSize = 64 << 10
+
+// Ops on the wire.
+const (
+	opPing     = "ping"
+	opExec     = "exec"
+	opAttach   = "attach"
+	opResize   = "resize"
+	opSignal   = "signal"
+	opStat     = "stat"
+	opReadDir  = "readdir"
+	opRead     = "read"
+	opWrite    = "write"
+	opMkdirAll = "mkdirall"
+	opRemove   = "remove"
+	opTarOut   = "tarout"
+	opTarIn    = "tarin"
+	opWatch    = "watch"
+	opClock    = "clock"
+	opReseed   = "reseed"
+	opShutdown = "shutdown"
+)
+
+// request is the header of every call.
+type request struct {
+	ID     uint64       `json:"id"`
+	Op     string       `json:"op"`
+	Path   string       `json:"path,omitempty"`
+	Mode   uint32       `json:"mode,omitempty"`
+	Exec   *ExecRequest `json:"exec,omitempty"`
+	Exe    uint64       `json:"exe,omitempty"` // attach: the id of the exec call
+	FD     int          `json:"fd,omitempty"`  // attach: 0 stdin, 1 stdout, 2 stderr
+	Rows   uint16       `json:"rows,omitempty"`
+	Cols   uint16       `json:"cols,omitempty"`
+	Signal int          `json:"signal,omitempty"`
+	Time   int64        `json:"time,omitempty"` // unix nanoseconds
+	Data   []byte       `json:"data,omitempty"`
+}
+
+// reply answers a request with the same id.
+type reply struct {
+	ID     uint64      `json:"id"`
+	Err    *wireError  `json:"err,omitempty"`
+	Health *Health     `json:"health,omitempty"`
+	Info   *FileInfo   `json:"info,omitempty"`
+	Infos  []FileInfo  `json:"infos,omitempty"`
+	PID    int         `json:"pid,omitempty"`
+	Exit   *ExitStatus `json:"exit,omitempty"`
+	Event  *WatchEvent `json:"event,omitempty"`
+}
+
+// Health is the guest's answer to Ping.
+type Health struct {
+	Uptime  time.Duration `json:"uptime"`  // since the guest kernel booted
+	Kernel  string        `json:"kernel"`  // uname -r
+	Time    time.Time     `json:"time"`    // the guest's wall clock
+	Root    string        `json:"root"`    // the confined root
+	Version string        `json:"version"` // protocol version
+}
+
+// ProtocolVersion is reported by Ping.
+const ProtocolVersion = "sbx-agent/1"
+
+// ExecRequest starts a process in the guest.
+type ExecRequest struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env,omitempty"` // KEY=VALUE, added to the guest's defaults
+	Dir  string   `json:"dir,omitempty"` // relative to /workspace; default /workspace
+	TTY  bool     `json:"tty,omitempty"`
+	Rows uint16   `json:"rows,omitempty"`
+	Cols uint16   `json:"cols,omitempty"`
+}
+
+// ExitStatus is how a process ended: Code is -1 when a signal killed it.
+type ExitStatus struct {
+	Code   int    `json:"code"`
+	Signal string `json:"signal,omitempty"` // e.g. "interrupt", "killed"
+}
+
+// FileInfo describes one file under /workspace.
+type FileInfo struct {
+	Name    string      `json:"name"` // base name
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mtime"`
+	Link    string      `json:"link,omitempty"` // symlink target, when Mode is a symlink
+}
+
+// IsDir reports whether the file is a directory.
+func (fi FileInfo) IsDir() bool { return fi.Mode.IsDir() }
+
+// WatchKind says what happened to a watched path.
+type WatchKind string
+
+// Watch event kinds.
+const (
+	Created WatchKind = "created"
+	Changed WatchKind = "changed"
+	Removed WatchKind = "removed"
+)
+
+// WatchEvent is one change of a watched path.
+type WatchEvent struct {
+	Kind WatchKind `json:"kind"`
+	Path string    `json:"path"`
+	Info *FileInfo `json:"info,omitempty"` // nil when removed
+}
+
+// Error kinds carried on the wire.
+const (
+	codeNotExist   = "not-exist"
+	codeExist      = "exist"
+	codeEscape     = "escape"
+	codePermission = "permission"
+	codeInvalid    = "invalid"
+	codeOther      = "other"
+)
+
+// ErrEscape is returned when a path resolves outside /workspace.
+var ErrEscape = errors.New("path escapes /workspace")
+
+// ErrClosed is returned by calls on a closed client.
+var ErrClosed = errors.New("agent connection closed")
+
+// Error is an error reported by the guest.
+type Error struct {
+	Op   string // the call, e.g. "stat"
+	Path string // the path it was given, if any
+	Code string // not-exist, exist, escape, permission, invalid, other
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Path != "" {
+		return fmt.Sprintf("agent %s %q: %s", e.Op, e.Path, e.Msg)
+	}
+	return fmt.Sprintf("agent %s: %s", e.Op, e.Msg)
+}
+
+// Is lets errors.Is match fs.ErrNotExist, fs.ErrExist, fs.ErrPermission,
+// fs.ErrInvalid and ErrEscape.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case fs.ErrNotExist:
+		return e.Code == codeNotExist
+	case fs.ErrExist:
+		return e.Code == codeExist
+	case fs.ErrPermission:
+		return e.Code == codePermission
+	case fs.ErrInvalid:
+		return e.Code == codeInvalid
+	case ErrEscape:
+		return e.Code == codeEscape
+	}
+	return false
+}
+
+type wireError struct {
+	Code string `json:"code"`
+	Msg  string `json:"msg"`
+}
+
+// toWire classifies a guest-side error for the host.
+func toWire(err error) *wireError {
+	if err == nil {
+		return nil
+	}
+	code := codeOther
+	switch {
+	case errors.Is(err, ErrEscape):
+		code = codeEscape
+	case errors.Is(err, fs.ErrNotExist):
+		code = codeNotExist
+	case errors.Is(err, fs.ErrExist):
+		code = codeExist
+	case errors.Is(err, fs.ErrPermission):
+		code = codePermission
+	case errors.Is(err, fs.ErrInvalid):
+		code = codeInvalid
+	}
+	return &wireError{Code: code, Msg: err.Error()}
+}
+
+func (w *wireError) err(op, path string) error {
+	if w == nil {
+		return nil
+	}
+	return &Error{Op: op, Path: path, Code: w.Code, Msg: w.Msg}
+}
+
+// writeFrame writes one length-prefixed JSON header.
+func writeFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode frame: %w", err)
+	}
+	if len(b) > MaxFrame {
+		return fmt.Errorf("encode frame: %d bytes exceeds %d", len(b), MaxFrame)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// readFrame reads one length-prefixed JSON header into v.
+func readFrame(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("read frame body (%d bytes): %w", n, io.ErrUnexpectedEOF)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode frame: %w", err)
+	}
+	return nil
+}
+
+// chunkWriter frames bulk data; Close writes the end marker.
+type chunkWriter struct{ w io.Writer }
+
+func (c chunkWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), maxChunk)
+		var hdr [4]byte
+		binary.BigEndian.PutUint32(hdr[:], uint32(n))
+		if _, err := c.w.Write(hdr[:]); err != nil {
+			return written, err
+		}
+		m, err := c.w.Write(p[:n])
+		written += m
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
+}
+
+// ReadFrom keeps io.Copy from splitting data into tiny chunks.
+func (c chunkWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, chunkSize)
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+func (c chunkWriter) Close() error {
+	var hdr [4]byte
+	_, err := c.w.Write(hdr[:])
+	return err
+}
+
+// chunkReader reads framed bulk data; it returns io.EOF only after the end
+// marker and io.ErrUnexpectedEOF when the stream ends without one.
+type chunkReader struct {
+	r    io.Reader
+	left uint32
+	done bool
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if c.done {
+		return 0, io.EOF
+	}
+	for c.left == 0 {
+		var hdr [4]byte
+		if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, fmt.Errorf("read data chunk: %w", err)
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n == 0 {
+			c.done = true
+			return 0, io.EOF
+		}
+		if n > maxChunk {
+			return 0, fmt.Errorf("data chunk of %d bytes exceeds %d", n, maxChunk)
+		}
+		c.left = n
+	}
+	if uint32(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= uint32(n)
+	if err == io.EOF {
+		if c.left > 0 {
+			return n, fmt.Errorf("read data chunk: %w", io.ErrUnexpectedEOF)
+		}
+		err = nil
+	}
+	return n, err
+}

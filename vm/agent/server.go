@@ -1,0 +1,263 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
+)
+
+// PortOpener opens the byte stream to the host (in a box: the sbx.agent
+// virtio-serial port). Serve calls it again after every broken connection.
+type PortOpener interface {
+	Open(ctx context.Context) (io.ReadWriteCloser, error)
+}
+
+// PortOpenerFunc adapts a function to PortOpener.
+type PortOpenerFunc func(ctx context.Context) (io.ReadWriteCloser, error)
+
+// Open calls f.
+func (f PortOpenerFunc) Open(ctx context.Context) (io.ReadWriteCloser, error) { return f(ctx) }
+
+// ServerOptions configure Serve.
+type ServerOptions struct {
+	// Root is the directory every file call is confined to; default "/workspace".
+	Root string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Env is the base environment of executed processes (the request's Env is
+	// appended); default PATH and HOME=/root.
+	Env []string
+	// Reaper waits for started processes; default: wait4 on each pid, which is
+	// right unless this process also reaps orphans (PID 1).
+	Reaper Reaper
+	// Shutdown powers the machine off; nil refuses the call.
+	Shutdown func(ctx context.Context) error
+	// SetClock sets the wall clock; default clock_settime(CLOCK_REALTIME).
+	SetClock func(time.Time) error
+	// WatchInterval is the poll period of Watch; default 100ms.
+	WatchInterval time.Duration
+}
+
+// DefaultEnv is the environment every executed process starts from.
+var defaultEnv = []string{
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/root",
+	"LANG=C.UTF-8",
+}
+
+// redialDelay is how long Serve waits before reopening the port after the
+// host went away; with no host connected the port reads EOF at once.
+const redialDelay = 10 * time.Millisecond
+
+// Serve answers the host until ctx ends: open the port, wait for a hello,
+// echo it, serve yamux until the connection breaks, repeat.
+func Serve(ctx context.Context, port PortOpener, opts ServerOptions) error {
+	s, err := newServer(opts)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	for ctx.Err() == nil {
+		conn, err := port.Open(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			s.log.Warn("agent: open port", "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		s.serveConn(ctx, conn)
+		conn.Close()
+		sleep(ctx, redialDelay)
+	}
+	return ctx.Err()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+type server struct {
+	root   string
+	rootFD int
+	log    *slog.Logger
+	opts   ServerOptions
+	env    []string
+	reaper Reaper
+	start  time.Time
+}
+
+func newServer(opts ServerOptions) (*server, error) {
+	s := &server{root: opts.Root, log: opts.Logger, opts: opts, env: opts.Env, reaper: opts.Reaper, start: time.Now()}
+	if s.root == "" {
+		s.root = "/workspace"
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.env == nil {
+		s.env = defaultEnv
+	}
+	if s.reaper == nil {
+		s.reaper = waitEach{}
+	}
+	if s.opts.WatchInterval <= 0 {
+		s.opts.WatchInterval = 100 * time.Millisecond
+	}
+	fd, err := unix.Open(s.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("agent: open root %s: %w", s.root, err)
+	}
+	s.rootFD = fd
+	return s, nil
+}
+
+func (s *server) close() { unix.Close(s.rootFD) }
+
+// serveConn runs one host connection to its end.
+func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) {
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	gc, err := guestHandshake(conn)
+	if err != nil {
+		if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+			s.log.Debug("agent: handshake", "err", err)
+		}
+		return
+	}
+	sess, err := yamux.Server(gc, yamuxConfig(false))
+	if err != nil {
+		s.log.Warn("agent: start yamux", "err", err)
+		return
+	}
+	defer sess.Close()
+	s.log.Debug("agent: host connected")
+	c := &connState{srv: s, execs: map[uint64]*pendingExec{}}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			s.log.Debug("agent: host gone", "err", err)
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer st.Close()
+			c.handle(ctx, st)
+		}()
+	}
+}
+
+// connState is what one connection's streams share: exec calls waiting for
+// their stdio streams.
+type connState struct {
+	srv   *server
+	mu    sync.Mutex
+	execs map[uint64]*pendingExec
+}
+
+func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
+	var req request
+	if err := readFrame(st, &req); err != nil {
+		c.srv.log.Debug("agent: bad request", "err", err)
+		return
+	}
+	s := c.srv
+	answer := func(rep reply, err error) {
+		rep.ID = req.ID
+		rep.Err = toWire(err)
+		if err := writeFrame(st, rep); err != nil {
+			s.log.Debug("agent: reply", "op", req.Op, "err", err)
+		}
+	}
+	switch req.Op {
+	case opPing:
+		h := s.health()
+		answer(reply{Health: &h}, nil)
+	case opExec:
+		c.exec(ctx, st, req)
+	case opAttach:
+		c.attach(st, req)
+	case opStat:
+		fi, err := s.stat(req.Path)
+		answer(reply{Info: &fi}, err)
+	case opReadDir:
+		infos, err := s.readDir(req.Path)
+		answer(reply{Infos: infos}, err)
+	case opMkdirAll:
+		answer(reply{}, s.mkdirAll(req.Path, req.Mode))
+	case opRemove:
+		answer(reply{}, s.remove(req.Path))
+	case opRead:
+		s.readFile(st, req)
+	case opTarOut:
+		s.tarOut(st, req)
+	case opWrite:
+		s.writeFile(st, req)
+	case opTarIn:
+		s.tarIn(st, req)
+	case opWatch:
+		s.watch(ctx, st, req)
+	case opClock:
+		answer(reply{}, s.setClock(time.Unix(0, req.Time)))
+	case opReseed:
+		answer(reply{}, reseed(req.Data))
+	case opShutdown:
+		if s.opts.Shutdown == nil {
+			answer(reply{}, errors.New("shutdown is not supported here"))
+			return
+		}
+		answer(reply{}, nil)
+		if err := s.opts.Shutdown(ctx); err != nil {
+			s.log.Error("agent: shutdown", "err", err)
+		}
+	default:
+		answer(reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
+	}
+}
+
+var errInvalid = os.ErrInvalid
+
+func (s *server) health() Health {
+	h := Health{Time: time.Now(), Root: s.root, Version: ProtocolVersion}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		h.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	if b, err := os.ReadFile("/proc/uptime"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if d, err := time.ParseDuration(f[0] + "s"); err == nil {
+				h.Uptime = d
+			}
+		}
+	}
+	return h
+}
+
+func (s *server) setClock(t time.Time) error {
+	if s.opts.SetClock != nil {
+		return s.opts.SetClock(t)
+	}
+	ts := unix.NsecToTimespec(t.UnixNano())
+	if err := unix.ClockSettime(unix.CLOCK_REALTIME, &ts); err != nil {
+		return fmt.Errorf("set clock to %s: %w", t.Format(time.RFC3339Nano), err)
+	}
+	return nil
+}
