@@ -1,0 +1,126 @@
+package sshd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sbx.dev/sbx/keys"
+)
+
+// maxStdinKeys caps authorized_keys text read from stdin.
+const maxStdinKeys = 1 << 20
+
+// root builds the command tree for one session. Building it per session
+// keeps flags and state from leaking between users.
+func (c *call) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sbx",
+		Short:         "sbx gateway: run coding agents in throwaway microVMs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// The usage line shows how to reach this very server.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: c.usagePrefix()},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if needsAdmin(cmd) && c.user.Role != keys.RoleAdmin {
+				return fmt.Errorf("%s: admins only: %w", cmd.CommandPath(), keys.ErrForbidden)
+			}
+			return nil
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.DisableSuggestions = true
+	root.AddCommand(c.whoamiCmd(), c.userCmd(), c.keyCmd(), c.tokenCmd(), c.auditCmd())
+	if c.srv.TestHooks {
+		root.AddCommand(&cobra.Command{Use: "test-panic", Hidden: true, RunE: func(*cobra.Command, []string) error {
+			panic("test hook: deliberate panic")
+		}})
+	}
+	return root
+}
+
+func (c *call) whoamiCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "whoami",
+		Short: "Show who you are signed in as",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fp := ""
+			if pk := c.sess.PublicKey(); pk != nil {
+				fp = fingerprint(pk)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), map[string]string{
+					"user": c.user.Name, "role": string(c.user.Role), "key": fp})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s)\nkey %s\n", c.user.Name, c.user.Role, fp)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// readKeys returns authorized_keys text from args, or from stdin when there
+// are none. Args may split a key line into words ("ssh-ed25519", "AAAA…",
+// "comment"); a new line starts at every key type.
+func (c *call) readKeys(cmd *cobra.Command, args []string) (string, error) {
+	if len(args) > 0 {
+		return joinKeyArgs(args), nil
+	}
+	data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxStdinKeys+1))
+	if err != nil {
+		return "", fmt.Errorf("read keys from stdin: %w", err)
+	}
+	if len(data) > maxStdinKeys {
+		return "", fmt.Errorf("keys on stdin: more than %d bytes: %w", maxStdinKeys, keys.ErrInvalid)
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		return "", fmt.Errorf("no keys given: pass them as arguments or authorized_keys text on stdin: %w", keys.ErrInvalid)
+	}
+	return string(data), nil
+}
+
+func joinKeyArgs(args []string) string {
+	var lines []string
+	for _, a := range args {
+		for w := range strings.FieldsSeq(a) {
+			if isKeyType(w) || len(lines) == 0 {
+				lines = append(lines, w)
+				continue
+			}
+			lines[len(lines)-1] += " " + w
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func isKeyType(w string) bool {
+	return strings.HasPrefix(w, "ssh-") || strings.HasPrefix(w, "ecdsa-sha2-") || strings.HasPrefix(w, "sk-")
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// oneLine keeps an error on one line of stderr.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,299 @@
+// Package sshd is the gateway's SSH front (charmbracelet/ssh through wish
+// v1.4.7): public-key auth only, the user resolved after authentication from
+// the key the session really used, handshake and idle deadlines, a recover
+// around every connection and session, only session channels with a short
+// list of requests, the shared auth throttle before the handshake, and the
+// commands run through a fresh cobra root per session.
+package sshd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/gateway/metrics"
+	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/keys"
+)
+
+// Identity is what the SSH front needs from keys.Service.
+type Identity interface {
+	UserByPublicKey(ctx context.Context, pk gossh.PublicKey) (keys.User, error)
+	AddUser(ctx context.Context, actor keys.Actor, name string, role keys.Role, authorizedKeys string) (keys.User, []keys.Key, error)
+	RemoveUser(ctx context.Context, actor keys.Actor, name string) error
+	SetDisabled(ctx context.Context, actor keys.Actor, name string, disabled bool) error
+	Users(ctx context.Context) ([]keys.User, error)
+	AddKeys(ctx context.Context, actor keys.Actor, user, authorizedKeys string) ([]keys.Key, error)
+	RemoveKey(ctx context.Context, actor keys.Actor, user, fingerprint string) error
+	Keys(ctx context.Context, user string) ([]keys.Key, error)
+	CreateAPIKey(ctx context.Context, actor keys.Actor, user, name string, scopes []string, ttl time.Duration) (string, keys.APIKey, error)
+	APIKeys(ctx context.Context, user string) ([]keys.APIKey, error)
+	RevokeAPIKey(ctx context.Context, actor keys.Actor, user, id string) error
+}
+
+// AuditLog lists audit rows for `audit`.
+type AuditLog interface {
+	List(ctx context.Context, f audit.Filter) ([]audit.Entry, error)
+}
+
+// Options configures a Server.
+type Options struct {
+	HostKey  gossh.Signer
+	Identity Identity
+	Audit    AuditLog
+	Throttle *throttle.Auth
+	Metrics  *metrics.Metrics
+	Logger   *slog.Logger
+	Now      func() time.Time
+
+	HandshakeTimeout   time.Duration
+	IdleTimeout        time.Duration
+	MaxSessionsPerUser int
+	// TestHooks adds the hidden `test-panic` command. Tests only.
+	TestHooks bool
+}
+
+// Server is the SSH front.
+type Server struct {
+	Options
+	srv *ssh.Server
+
+	mu       sync.Mutex
+	sessions map[string]int // live sessions per user
+	ln       net.Listener
+	closing  bool
+	conns    sync.WaitGroup
+}
+
+// allowedSessionRequests are the only channel requests a session may make:
+// no agent forwarding, no X11, no signals to processes we do not run yet.
+var allowedSessionRequests = map[string]bool{
+	"pty-req": true, "exec": true, "shell": true, "window-change": true, "subsystem": true, "env": true,
+}
+
+// New builds the server; Serve starts it.
+func New(o Options) (*Server, error) {
+	if o.HostKey == nil || o.Identity == nil || o.Throttle == nil {
+		return nil, errors.New("sshd: host key, identity and throttle are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 15 * time.Minute
+	}
+	if o.MaxSessionsPerUser <= 0 {
+		o.MaxSessionsPerUser = 16
+	}
+	s := &Server{Options: o, sessions: map[string]int{}}
+	s.srv = &ssh.Server{
+		Version:          "sbx",
+		Handler:          s.handle,
+		PublicKeyHandler: s.knownKey,
+		ConnCallback:     s.admit,
+		// Only session channels; no direct-tcpip, forwarded-tcpip, x11 or
+		// auth-agent channels, and no global requests (tcpip-forward).
+		ChannelHandlers:   map[string]ssh.ChannelHandler{"session": s.session},
+		RequestHandlers:   map[string]ssh.RequestHandler{},
+		SubsystemHandlers: map[string]ssh.SubsystemHandler{},
+		ServerConfigCallback: func(ssh.Context) *gossh.ServerConfig {
+			return &gossh.ServerConfig{MaxAuthTries: 6}
+		},
+		ConnectionFailedCallback: func(conn net.Conn, err error) {
+			s.Logger.Debug("ssh connection failed", "remote", conn.RemoteAddr().String(), "err", err)
+		},
+	}
+	s.srv.AddHostKey(o.HostKey)
+	return s, nil
+}
+
+// Serve accepts connections on ln until Shutdown. It runs its own accept
+// loop so every connection gets a recover: the pinned charmbracelet/ssh has
+// none, and a panic there would take the whole gateway down.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ssh.ErrServerClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ssh.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("ssh accept: %w", err)
+		}
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			defer s.recover("connection", conn.RemoteAddr().String())
+			s.srv.HandleConn(conn)
+		}()
+	}
+}
+
+// Shutdown stops accepting, waits for connections to end until ctx is done,
+// then closes the rest.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	ln := s.ln
+	s.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	done := make(chan struct{})
+	go func() { s.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		_ = s.srv.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+func (s *Server) recover(what, remote string) {
+	if v := recover(); v != nil {
+		s.Logger.Error("ssh "+what+" panic", "remote", remote, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	}
+}
+
+// clientOf is the throttle key of an SSH peer: its IP (no proxies on SSH).
+func clientOf(addr net.Addr) string {
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
+}
+
+// admit runs before the SSH handshake: a client over the failure limit is
+// dropped without a word, and the rest get deadlines.
+func (s *Server) admit(ctx ssh.Context, conn net.Conn) net.Conn {
+	client := clientOf(conn.RemoteAddr())
+	if wait, ok := s.Throttle.Check(client); !ok {
+		s.Metrics.Auth("ssh", metrics.ResultThrottled)
+		s.Logger.Warn("ssh connection throttled", "client", client, "retry_after", wait)
+		return nil
+	}
+	return newDeadlineConn(ctx, conn, s.HandshakeTimeout, s.IdleTimeout)
+}
+
+// knownKey only answers "is this key registered to an enabled user". It must
+// not decide who the user is: a client may offer a key here and authenticate
+// with another (CVE-2024-45337); the session resolves the user from the key
+// that really signed.
+func (s *Server) knownKey(ctx ssh.Context, key ssh.PublicKey) bool {
+	_, err := s.Identity.UserByPublicKey(ctx, key)
+	if err != nil {
+		client := clientOf(ctx.RemoteAddr())
+		s.Throttle.Fail(client)
+		s.Metrics.Auth("ssh", metrics.ResultFail)
+		s.Logger.Info("ssh key refused", "client", client, "fingerprint", gossh.FingerprintSHA256(key), "err", err)
+		return false
+	}
+	return true
+}
+
+// session accepts a session channel with its requests filtered through the
+// allow-list, then hands it to the library's session handler.
+func (s *Server) session(srv *ssh.Server, conn *gossh.ServerConn, ch gossh.NewChannel, ctx ssh.Context) {
+	defer s.recover("session channel", conn.RemoteAddr().String())
+	ssh.DefaultSessionHandler(srv, conn, filteredChannel{NewChannel: ch, log: s.Logger}, ctx)
+}
+
+type filteredChannel struct {
+	gossh.NewChannel
+	log *slog.Logger
+}
+
+func (f filteredChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) {
+	ch, reqs, err := f.NewChannel.Accept()
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(chan *gossh.Request)
+	go func() {
+		defer close(out)
+		for req := range reqs {
+			if !allowedSessionRequests[req.Type] {
+				f.log.Info("ssh request refused", "type", req.Type)
+				if req.WantReply {
+					_ = req.Reply(false, nil)
+				}
+				continue
+			}
+			out <- req
+		}
+	}()
+	return ch, out, nil
+}
+
+// deadlineConn enforces the handshake deadline until the connection has
+// authenticated, then the idle timeout. charmbracelet/ssh's own timeouts
+// reset on every read, so they cannot express a handshake deadline.
+type deadlineConn struct {
+	net.Conn
+	ctx       ssh.Context
+	handshake time.Time
+	idle      time.Duration
+}
+
+func newDeadlineConn(ctx ssh.Context, c net.Conn, handshake, idle time.Duration) *deadlineConn {
+	d := &deadlineConn{Conn: c, ctx: ctx, handshake: time.Now().Add(handshake), idle: idle}
+	_ = c.SetDeadline(d.handshake)
+	return d
+}
+
+func (c *deadlineConn) refresh() {
+	deadline := time.Now().Add(c.idle)
+	// ContextKeyConn is set once NewServerConn returned: authenticated.
+	if c.ctx.Value(ssh.ContextKeyConn) == nil && c.handshake.Before(deadline) {
+		deadline = c.handshake
+	}
+	_ = c.Conn.SetDeadline(deadline)
+}
+
+func (c *deadlineConn) Read(p []byte) (int, error) {
+	c.refresh()
+	return c.Conn.Read(p)
+}
+
+func (c *deadlineConn) Write(p []byte) (int, error) {
+	c.refresh()
+	return c.Conn.Write(p)
+}
+
+// SetDeadline ignores the library's resets (it clears deadlines when its own
+// timeouts are off); this type owns the deadlines.
+func (c *deadlineConn) SetDeadline(time.Time) error { return nil }
