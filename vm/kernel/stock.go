@@ -131,8 +131,15 @@ func extractFile(vmlinuz, out string) error {
 		return writeAtomic(out, func(w io.Writer) error { _, err := w.Write(img); return err })
 	}
 	var tried []string
+	ntried := 0
 	for _, c := range compressions {
-		for off := 0; ; {
+		// A false magic costs a process start for the external tools, a
+		// header parse for the Go decompressors: bound the former tighter.
+		limit := 4096
+		if c.tool != nil {
+			limit = 16
+		}
+		for off, n := 0, 0; n < limit; n++ {
 			i := bytes.Index(img[off:], c.magic)
 			if i < 0 {
 				break
@@ -142,14 +149,16 @@ func extractFile(vmlinuz, out string) error {
 			if err == nil {
 				return nil
 			}
-			tried = append(tried, fmt.Sprintf("%s@%d: %v", c.name, off, err))
-			off++
-			if len(tried) > 32 {
-				break
+			if ntried++; len(tried) < 6 {
+				tried = append(tried, fmt.Sprintf("%s@%d: %v", c.name, off, err))
 			}
+			off++
 		}
 	}
-	return fmt.Errorf("extract vmlinux from %s: no compressed ELF payload found (tried %s)", vmlinuz, strings.Join(tried, "; "))
+	if ntried == 0 {
+		return fmt.Errorf("extract vmlinux from %s: no compressed payload (no gzip/xz/bzip2/lzma/lzo/lz4/zstd magic)", vmlinuz)
+	}
+	return fmt.Errorf("extract vmlinux from %s: no compressed ELF payload found in %d candidates (%s…)", vmlinuz, ntried, strings.Join(tried, "; "))
 }
 
 // decompress writes the payload to w; a payload that does not unpack to an
