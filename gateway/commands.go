@@ -1,21 +1,196 @@
 package gateway
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"sbx.dev/sbx/gateway/config"
 )
 
-// NewServeCommand returns `sbx serve`. (Placeholder until the foundation lands.)
-func NewServeCommand() *cobra.Command {
-	return &cobra.Command{Use: "serve", Short: "Run the gateway", RunE: func(*cobra.Command, []string) error {
-		return errors.New("not implemented yet")
-	}}
+// configFlags are the flags `sbx serve` and `sbx config` share: the data dir,
+// the two listen addresses and a generic --set for any other key.
+type configFlags struct {
+	data       string
+	sshListen  string
+	httpListen string
+	set        []string
 }
 
-// NewConfigCommand returns `sbx config`. (Placeholder until the foundation lands.)
+func (f *configFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.data, "data", "", "data dir (default $SBX_DATA or ./"+config.DefaultDataDir+")")
+	cmd.Flags().StringVar(&f.sshListen, "ssh-listen", "", "SSH listen address (ssh.listen); port 0 picks a free port")
+	cmd.Flags().StringVar(&f.httpListen, "http-listen", "", "HTTP listen address (http.listen); port 0 picks a free port")
+	cmd.Flags().StringArrayVar(&f.set, "set", nil, "override any config key: --set key=value (repeatable)")
+}
+
+func (f *configFlags) load() (config.Config, error) {
+	flags := map[string]string{}
+	for _, kv := range f.set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return config.Config{}, fmt.Errorf("--set %q: want key=value", kv)
+		}
+		flags[strings.TrimSpace(k)] = v
+	}
+	if f.sshListen != "" {
+		flags["ssh.listen"] = f.sshListen
+	}
+	if f.httpListen != "" {
+		flags["http.listen"] = f.httpListen
+	}
+	return config.Load(config.Sources{DataDir: f.data, Environ: os.Environ(), Flags: flags})
+}
+
+// NewConfigCommand returns `sbx config`: the effective configuration as YAML,
+// secrets masked.
 func NewConfigCommand() *cobra.Command {
-	return &cobra.Command{Use: "config", Short: "Print the effective configuration", RunE: func(*cobra.Command, []string) error {
-		return errors.New("not implemented yet")
-	}}
+	var f configFlags
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Print the effective configuration (defaults < sbx.yaml < SBX_* env < flags), secrets masked",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load()
+			if err != nil {
+				return err
+			}
+			out, err := cfg.YAML()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "# data dir: %s\n%s", cfg.DataDir, out)
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// NewServeCommand returns `sbx serve`.
+func NewServeCommand() *cobra.Command {
+	var f configFlags
+	var testHooks bool
+	var clockFile string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gateway: SSH and HTTP fronts over the store in the data dir",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load()
+			if err != nil {
+				return err
+			}
+			logger := newLogger(cfg.Log, cmd.ErrOrStderr())
+			now := time.Now
+			if clockFile != "" {
+				logger.Warn("test clock enabled: time is shifted by the offset in " + clockFile)
+				now = offsetClock(clockFile)
+			}
+			if testHooks {
+				logger.Warn("test hooks enabled: hidden panic command and route are live")
+			}
+			home, _ := os.UserHomeDir()
+			return serve(cmd.Context(), cmd.OutOrStdout(), cfg, Options{
+				Logger: logger, Now: now, HomeDir: home, TestHooks: testHooks,
+			})
+		},
+	}
+	f.register(cmd)
+	// Test-only switches; hidden so nobody turns them on by accident.
+	cmd.Flags().BoolVar(&testHooks, "test-hooks", false, "enable test hooks (panic command and route)")
+	cmd.Flags().StringVar(&clockFile, "test-clock-file", "", "shift the clock by the duration written in this file")
+	_ = cmd.Flags().MarkHidden("test-hooks")
+	_ = cmd.Flags().MarkHidden("test-clock-file")
+	return cmd
+}
+
+func serve(ctx context.Context, out io.Writer, cfg config.Config, opts Options) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	srv, err := NewServer(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
+	fmt.Fprintf(out, "sbx is serving (data dir %s)\n", cfg.DataDir)
+	fmt.Fprintf(out, "  ssh   %s   (%s)\n", srv.SSHAddr(), srv.SSHCommand())
+	fmt.Fprintf(out, "  http  %s\n", srv.HTTPURL())
+	fmt.Fprintf(out, "  host key %s\n", srv.HostKeyFingerprint())
+	if msg := srv.Bootstrap().Message(); msg != "" {
+		fmt.Fprintf(out, "%s\n", strings.TrimRight(msg, "\n"))
+	}
+	opts.Logger.Info("serving", "ssh", srv.SSHAddr().String(), "http", srv.HTTPURL(),
+		"host_key", srv.HostKeyFingerprint(), "data", cfg.DataDir)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		opts.Logger.Info("shutting down", "drain", DrainTimeout)
+	case runErr = <-srv.Wait():
+		opts.Logger.Error("front stopped", "err", runErr)
+	}
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+	defer cancel()
+	start := time.Now()
+	err = srv.Shutdown(sctx)
+	opts.Logger.Info("stopped", "took", time.Since(start), "err", err)
+	if runErr != nil {
+		return runErr
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Sessions cut at the drain deadline are expected, not a failure.
+		return nil
+	}
+	return err
+}
+
+// newLogger writes text on a terminal and JSON otherwise (auto).
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	format := c.Format
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// offsetClock is time.Now shifted by the duration in path (re-read on every
+// call, so a test can move time forward while the server runs).
+func offsetClock(path string) func() time.Time {
+	return func() time.Time {
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return time.Now()
+		}
+		d, perr := time.ParseDuration(strings.TrimSpace(string(data)))
+		if err != nil || perr != nil {
+			return time.Now()
+		}
+		return time.Now().Add(d)
+	}
 }
