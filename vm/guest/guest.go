@@ -1,10 +1,417 @@
-// Package guest is the sbx binary's life as PID 1 inside a box.
+// Package guest is the sbx binary's life as PID 1 inside a box: mount what
+// the box needs, load the stock kernel's modules, find the disks by serial,
+// optionally switch into the image's root filesystem, then serve the host's
+// agent protocol on the sbx.agent port. PID 1 never exits: a fatal error is
+// logged to the console and the machine powers off.
 package guest
 
-import "os"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/vm/agent"
+)
+
+// Contract with the host (vm/README.md).
+const (
+	WorkspaceSerial = "sbx-workspace"
+	RootSerial      = "sbx-root"
+	AgentPort       = "sbx.agent"
+	Workspace       = "/workspace"
+	// InstalledPath is where the init copies itself inside an image root.
+	InstalledPath = "/usr/local/bin/sbx"
+	hostname      = "sbx"
+	newRoot       = "/newroot"
+)
 
 // IsInit reports whether this process was started by the kernel as a box's init.
 func IsInit() bool { return os.Getpid() == 1 }
 
-// Main runs the guest init and returns the exit code. (Placeholder until the vm issue lands.)
-func Main() int { return 1 }
+// Main runs the guest init. It only returns if powering off failed.
+func Main() int {
+	console := openConsole()
+	log := slog.New(slog.NewTextHandler(console, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx := context.Background()
+	err := run(ctx, console, &log)
+	if err != nil {
+		log.Error("sbx init: fatal", "err", err)
+		fmt.Fprintf(console, "sbx init: fatal: %v\n", err)
+	}
+	powerOff(log)
+	return 1
+}
+
+// openConsole is init's stdout (the kernel opened /dev/console for it).
+func openConsole() io.Writer {
+	if f, err := os.OpenFile("/dev/console", os.O_WRONLY, 0); err == nil {
+		return f
+	}
+	return os.Stderr
+}
+
+// Cmdline is what the init reads from the kernel command line.
+type Cmdline struct {
+	Debug   bool
+	Modules []string
+}
+
+// ParseCmdline reads the sbx.* keys; anything else is ignored.
+func ParseCmdline(s string) Cmdline {
+	var c Cmdline
+	for _, f := range strings.Fields(s) {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "sbx.debug":
+			c.Debug = v == "" || v == "1" || v == "true"
+		case "sbx.modules":
+			for _, m := range strings.Split(v, ",") {
+				if m = strings.TrimSpace(m); m != "" {
+					c.Modules = append(c.Modules, m)
+				}
+			}
+		}
+	}
+	return c
+}
+
+func run(ctx context.Context, console io.Writer, logp **slog.Logger) error {
+	start := time.Now()
+	if err := mountBasics(); err != nil {
+		return err
+	}
+	raw, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return fmt.Errorf("read /proc/cmdline: %w", err)
+	}
+	cmd := ParseCmdline(string(raw))
+	log := newLogger(console, cmd.Debug)
+	*logp = log
+
+	if err := loadModules(log, "/lib/modules", cmd.Modules); err != nil {
+		return err
+	}
+	disks, err := findDisks(2*time.Second, WorkspaceSerial)
+	if err != nil {
+		return err
+	}
+	log.Debug("disks", "found", disks)
+	if dev, ok := disks[WorkspaceSerial]; ok {
+		if err := mountDisk(dev, Workspace); err != nil {
+			return err
+		}
+	} else {
+		log.Warn("no sbx-workspace disk: /workspace is a tmpfs")
+		if err := unix.Mount("tmpfs", Workspace, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", Workspace, err)
+		}
+	}
+	if dev, ok := disks[RootSerial]; ok {
+		if err := switchRoot(log, dev); err != nil {
+			return err
+		}
+	}
+	if err := loopbackUp(); err != nil {
+		log.Warn("bring up lo", "err", err)
+	}
+	if err := unix.Sethostname([]byte(hostname)); err != nil {
+		log.Warn("set hostname", "err", err)
+	}
+	port, err := findPort(10*time.Second, AgentPort)
+	if err != nil {
+		return err
+	}
+	log.Info("sbx init ready", "port", port, "took", time.Since(start).Round(time.Millisecond))
+
+	reaper := agent.NewChildReaper(ctx, log)
+	opener := agent.PortOpenerFunc(func(context.Context) (io.ReadWriteCloser, error) {
+		return os.OpenFile(port, os.O_RDWR, 0)
+	})
+	err = agent.Serve(ctx, opener, agent.ServerOptions{
+		Root:   Workspace,
+		Logger: log,
+		Reaper: reaper,
+		Shutdown: func(context.Context) error {
+			go func() {
+				time.Sleep(50 * time.Millisecond) // let the reply reach the host
+				powerOff(log)
+			}()
+			return nil
+		},
+	})
+	return fmt.Errorf("agent stopped: %w", err)
+}
+
+// newLogger logs to the console with sbx.debug=1, else warnings and worse
+// to the kernel log.
+func newLogger(console io.Writer, debug bool) *slog.Logger {
+	if debug {
+		return slog.New(slog.NewTextHandler(console, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	w := console
+	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err == nil {
+		w = &kmsg{f: f}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// kmsg writes each log record as one kernel log line.
+type kmsg struct{ f *os.File }
+
+func (k *kmsg) Write(p []byte) (int, error) {
+	if _, err := k.f.Write(append([]byte("sbx: "), p...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+type mount struct {
+	src, dst, fstype string
+	flags            uintptr
+	data             string
+}
+
+func mountBasics() error {
+	const nosuid = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	for _, m := range []mount{
+		{"proc", "/proc", "proc", nosuid, ""},
+		{"sysfs", "/sys", "sysfs", nosuid, ""},
+		{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID, "mode=0755"},
+		{"devpts", "/dev/pts", "devpts", unix.MS_NOSUID | unix.MS_NOEXEC, "gid=5,mode=0620,ptmxmode=0666"},
+		{"tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
+		{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
+		{"tmpfs", "/run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=0755"},
+	} {
+		if err := os.MkdirAll(m.dst, 0o755); err != nil {
+			return fmt.Errorf("mkdir %s: %w", m.dst, err)
+		}
+		if err := unix.Mount(m.src, m.dst, m.fstype, m.flags, m.data); err != nil && err != unix.EBUSY {
+			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.dst, err)
+		}
+	}
+	// /dev/ptmx must be the devpts one for creack/pty in a fresh devtmpfs.
+	if _, err := os.Lstat("/dev/ptmx"); err != nil {
+		_ = os.Symlink("pts/ptmx", "/dev/ptmx")
+	}
+	for _, l := range [][2]string{{"/proc/self/fd", "/dev/fd"}, {"/proc/self/fd/0", "/dev/stdin"}, {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"}} {
+		_ = os.Symlink(l[0], l[1])
+	}
+	return nil
+}
+
+// loadModules loads each named module from dir, in order. A module that is
+// already present (built in, or loaded) is fine.
+func loadModules(log *slog.Logger, dir string, mods []string) error {
+	for _, m := range mods {
+		name := filepath.Base(m)
+		if !strings.HasSuffix(name, ".ko") {
+			name += ".ko"
+		}
+		p := filepath.Join(dir, name)
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("load module %s: %w", m, err)
+		}
+		err = unix.FinitModule(int(f.Fd()), "", 0)
+		f.Close()
+		if err != nil && err != unix.EEXIST {
+			return fmt.Errorf("load module %s: %w", p, err)
+		}
+		log.Debug("module loaded", "name", name)
+	}
+	return nil
+}
+
+// findDisks maps virtio-blk serials to device nodes. Disks probe
+// asynchronously after their driver loads, so it waits up to wait for the
+// serial want to show up.
+func findDisks(wait time.Duration, want string) (map[string]string, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		disks := map[string]string{}
+		paths, _ := filepath.Glob("/sys/block/vd*/serial")
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			serial := strings.TrimSpace(string(b))
+			disks[serial] = "/dev/" + filepath.Base(filepath.Dir(p))
+		}
+		if _, ok := disks[want]; ok || time.Now().After(deadline) {
+			return disks, nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func mountDisk(dev, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	var err error
+	for range 200 { // the node may lag the sysfs entry by a moment
+		if err = unix.Mount(dev, dir, "ext4", unix.MS_NOATIME, ""); err != unix.ENOENT && err != unix.ENXIO {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("mount %s (ext4) on %s: %w", dev, dir, err)
+	}
+	return nil
+}
+
+// switchRoot mounts the image root, moves the live mounts into it, copies
+// this binary to InstalledPath there, frees the initramfs and makes the image
+// the root. rootfs cannot be pivot_root'ed, so this is the switch_root dance:
+// MS_MOVE onto / and chroot. PID 1 stays this process.
+func switchRoot(log *slog.Logger, dev string) error {
+	if err := mountDisk(dev, newRoot); err != nil {
+		return err
+	}
+	for _, m := range []string{Workspace, "/dev", "/proc", "/sys", "/run", "/tmp"} {
+		dst := newRoot + m
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("switch root: mkdir %s: %w", dst, err)
+		}
+		if err := unix.Mount(m, dst, "", unix.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("switch root: move %s: %w", m, err)
+		}
+	}
+	if err := installSelf(newRoot + InstalledPath); err != nil {
+		return err
+	}
+	// Free the initramfs copies of big files; the running binary stays
+	// mapped until exit.
+	for _, p := range []string{"/init", "/bin/busybox"} {
+		_ = os.Remove(p)
+	}
+	if mods, _ := filepath.Glob("/lib/modules/*.ko"); len(mods) > 0 {
+		for _, m := range mods {
+			_ = os.Remove(m)
+		}
+	}
+	if err := os.Chdir(newRoot); err != nil {
+		return fmt.Errorf("switch root: %w", err)
+	}
+	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("switch root: move %s to /: %w", newRoot, err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("switch root: chroot: %w", err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		return fmt.Errorf("switch root: %w", err)
+	}
+	log.Debug("switched root", "dev", dev)
+	return nil
+}
+
+// installSelf copies the running binary to dst atomically.
+func installSelf(dst string) error {
+	src, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return fmt.Errorf("install self: %w", err)
+	}
+	defer src.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("install self: %w", err)
+	}
+	tmp := dst + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return fmt.Errorf("install self: %w", err)
+	}
+	_, err = io.Copy(f, src)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("install self to %s: %w", dst, err)
+	}
+	return nil
+}
+
+// loopbackUp sets lo up; the kernel then gives it 127.0.0.1/8 and ::1.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("set lo up: %w", err)
+	}
+	return nil
+}
+
+// findPort returns the device node of the virtio-serial port named name,
+// waiting up to wait for it to appear.
+func findPort(wait time.Duration, name string) (string, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		paths, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err == nil && strings.TrimSpace(string(b)) == name {
+				dev := "/dev/" + filepath.Base(filepath.Dir(p))
+				if _, err := os.Stat(dev); err == nil {
+					return dev, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("virtio-serial port %q not found under /sys/class/virtio-ports after %s (is virtio_console loaded?)", name, wait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// powerOff ends the box: stop every process, flush and detach the disks,
+// then power off (or, without ACPI, reboot — QEMU runs with -no-reboot).
+func powerOff(log *slog.Logger) {
+	_ = unix.Kill(-1, unix.SIGTERM)
+	time.Sleep(100 * time.Millisecond)
+	_ = unix.Kill(-1, unix.SIGKILL)
+	unix.Sync()
+	for _, m := range []string{Workspace} {
+		if err := unix.Unmount(m, 0); err != nil {
+			_ = unix.Mount("", m, "", unix.MS_REMOUNT|unix.MS_RDONLY, "")
+		}
+	}
+	_ = unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY, "")
+	unix.Sync()
+	cmd := unix.LINUX_REBOOT_CMD_POWER_OFF
+	if _, err := os.Stat("/sys/firmware/acpi"); errors.Is(err, os.ErrNotExist) {
+		cmd = unix.LINUX_REBOOT_CMD_RESTART
+	}
+	if err := unix.Reboot(cmd); err != nil {
+		log.Error("power off", "err", err)
+	}
+	// Never return from PID 1: the kernel would panic.
+	select {}
+}

@@ -1,0 +1,44 @@
+package initramfs
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var testBinary struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// BuildTestBinary builds sbx.dev/sbx statically (CGO_ENABLED=0, stripped)
+// once per test process and returns its path: the /init of test boxes.
+func BuildTestBinary(tb testing.TB) string {
+	tb.Helper()
+	testBinary.once.Do(func() {
+		// One shared directory (no leak per run); each process builds its own
+		// file and renames it into place, so concurrent runs never see half a binary.
+		dir := filepath.Join(os.TempDir(), "sbx-testinit")
+		if testBinary.err = os.MkdirAll(dir, 0o755); testBinary.err != nil {
+			return
+		}
+		tmp := filepath.Join(dir, fmt.Sprintf(".sbx-%d", os.Getpid()))
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "sbx.dev/sbx")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if testBinary.out, testBinary.err = cmd.CombinedOutput(); testBinary.err != nil {
+			os.Remove(tmp)
+			return
+		}
+		testBinary.path = filepath.Join(dir, "sbx")
+		testBinary.err = os.Rename(tmp, testBinary.path)
+	})
+	if testBinary.err != nil {
+		tb.Fatalf("build the sbx test binary: %v\n%s", testBinary.err, testBinary.out)
+	}
+	return testBinary.path
+}
