@@ -232,7 +232,8 @@ type Rate struct {
 
 type bucket struct {
 	tokens float64
-	at     time.Time
+	at     time.Time // last refill
+	used   time.Time // last Allow, for eviction
 }
 
 // NewRate allows perMinute requests per user per minute; perMinute <= 0 means
@@ -272,6 +273,7 @@ func (r *Rate) Allow(user string) (retryAfter time.Duration, ok bool) {
 		r.buckets[user] = b
 	}
 	r.refill(b, now)
+	b.used = now
 	if b.tokens >= 1 {
 		b.tokens--
 		return 0, true
@@ -294,8 +296,8 @@ func (r *Rate) makeRoom(now time.Time) {
 			delete(r.buckets, u)
 			continue
 		}
-		if oldest == "" || b.at.Before(oldestT) {
-			oldest, oldestT = u, b.at
+		if oldest == "" || b.used.Before(oldestT) {
+			oldest, oldestT = u, b.used
 		}
 	}
 	if len(r.buckets) >= r.max && oldest != "" {
