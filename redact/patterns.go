@@ -1,0 +1,352 @@
+package redact
+
+import "bytes"
+
+// The credential-shaped patterns. Each is keyed on a cheap literal trigger
+// that the automaton finds in the same pass as the known secrets; only when a
+// trigger occurs does its check look at the bytes around it. No regexps: a
+// check is a bounded scan over a byte-class table.
+
+// verdict is what a check decides about a trigger occurrence.
+type verdict uint8
+
+const (
+	none    verdict = iota // not a credential: leave the text alone
+	found                  // redact buf[s:e]
+	pending                // cannot decide before more input arrives
+)
+
+// trigger is one literal that starts a pattern.
+type trigger struct {
+	text string
+	// check decides the occurrence of text at buf[ts:te]. prev is the byte
+	// before buf[0] (0 at the start of a stream). With final set no more
+	// input follows buf, so the check must not answer pending.
+	check func(buf []byte, ts, te int, prev byte, final bool) (s, e int, v verdict)
+	// key marks the private-key header: a match switches the scanner into
+	// key mode, which swallows everything up to the END line.
+	key bool
+}
+
+// Byte classes.
+var (
+	alnum   = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+	word    = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+	letter  = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+	upperD  = set("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+	tokenCh = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+	slackCh = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+	// RFC 6750 b64token plus padding.
+	bearerCh = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
+	// Ends an unquoted assignment value or a URL authority: whitespace,
+	// quotes, backslash (a JSON or shell escape) and control bytes.
+	valueEnd = func() *[256]bool {
+		t := set(" \t\n\r\v\f\"'`\\")
+		for c := range 0x20 {
+			t[c] = true
+		}
+		t[0x7f] = true
+		return t
+	}()
+	authorityEnd = func() *[256]bool {
+		t := *valueEnd
+		for _, c := range []byte("/?#<>") {
+			t[c] = true
+		}
+		return &t
+	}()
+)
+
+func set(chars string) *[256]bool {
+	var t [256]bool
+	for i := 0; i < len(chars); i++ {
+		t[chars[i]] = true
+	}
+	return &t
+}
+
+// before returns the byte preceding buf[i].
+func before(buf []byte, i int, prev byte) byte {
+	if i > 0 {
+		return buf[i-1]
+	}
+	return prev
+}
+
+// run returns the end of the run of cls bytes starting at i, and whether
+// the run reaches the end of buf (so it might continue).
+func run(buf []byte, i int, cls *[256]bool) (int, bool) {
+	for i < len(buf) && cls[buf[i]] {
+		i++
+	}
+	return i, i == len(buf)
+}
+
+// tokenCheck builds the check for "prefix + run of cls of at least min bytes",
+// where the prefix must not be glued to a preceding word.
+func tokenCheck(cls *[256]bool, min int) func([]byte, int, int, byte, bool) (int, int, verdict) {
+	return func(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
+		if word[before(buf, ts, prev)] {
+			return 0, 0, none
+		}
+		e, open := run(buf, te, cls)
+		if open && !final {
+			return 0, 0, pending
+		}
+		if e-te < min {
+			return 0, 0, none
+		}
+		return ts, e, found
+	}
+}
+
+// skCheck: sk-… and sk-ant-… keys. "risk-free" and "task-list" fail the
+// boundary test; "sk-learn" fails the length.
+func skCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
+	if c := before(buf, ts, prev); word[c] || c == '-' {
+		return 0, 0, none
+	}
+	e, open := run(buf, te, tokenCh)
+	if open && !final {
+		return 0, 0, pending
+	}
+	if e-te < 20 {
+		return 0, 0, none
+	}
+	return ts, e, found
+}
+
+// bearerCheck: "Bearer <token>". The token must look like one (a digit, a
+// symbol or two capitals, 12+ bytes), so "Bearer authentication" in prose
+// stays. Only the token is redacted.
+func bearerCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
+	if letter[before(buf, ts, prev)] {
+		return 0, 0, none
+	}
+	s := te
+	for s < len(buf) && buf[s] == ' ' {
+		s++
+	}
+	e, open := run(buf, s, bearerCh)
+	if open && !final {
+		return 0, 0, pending
+	}
+	if e-s < 12 || !tokenLike(buf[s:e]) {
+		return 0, 0, none
+	}
+	return s, e, found
+}
+
+func tokenLike(t []byte) bool {
+	upper := 0
+	for _, c := range t {
+		switch {
+		case c >= '0' && c <= '9':
+			return true
+		case c >= 'A' && c <= 'Z':
+			upper++
+		case !letter[c]:
+			return true
+		}
+	}
+	return upper >= 2
+}
+
+// notIn returns the complement of a byte class.
+func notIn(t *[256]bool) *[256]bool {
+	var n [256]bool
+	for i := range n {
+		n[i] = !t[i]
+	}
+	return &n
+}
+
+var authorityCh = notIn(authorityEnd)
+
+// urlCheck: scheme://user:secret@host. Only the password is redacted; the
+// user name stays so the operator sees which account it was.
+func urlCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
+	e, open := run(buf, te, authorityCh)
+	if open && !final {
+		return 0, 0, pending
+	}
+	auth := buf[te:e]
+	at := bytes.LastIndexByte(auth, '@')
+	if at < 0 {
+		return 0, 0, none
+	}
+	colon := bytes.IndexByte(auth[:at], ':')
+	if colon < 0 || colon+1 == at {
+		return 0, 0, none
+	}
+	return te + colon + 1, te + at, found
+}
+
+// assignCheck: NAME_PASSWORD=value, TOKEN=value, ?token=value, and the JSON
+// form "password": "value". The trigger is the key's last word plus '=' (or
+// '"' for JSON); the value alone is redacted. Empty values and ${VAR}
+// references stay.
+func assignCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
+	if alnum[before(buf, ts, prev)] {
+		return 0, 0, none
+	}
+	i := te
+	if buf[te-1] == '"' {
+		// JSON: "...password"  :  "value"
+		for i < len(buf) && (buf[i] == ' ' || buf[i] == '\t') {
+			i++
+		}
+		if i == len(buf) {
+			return 0, 0, pendingUnless(final)
+		}
+		if buf[i] != ':' {
+			return 0, 0, none
+		}
+		i++
+		for i < len(buf) && (buf[i] == ' ' || buf[i] == '\t') {
+			i++
+		}
+		if i == len(buf) {
+			return 0, 0, pendingUnless(final)
+		}
+		if buf[i] != '"' {
+			return 0, 0, none
+		}
+	}
+	if i == len(buf) {
+		return 0, 0, pendingUnless(final)
+	}
+	var s, e int
+	if q := buf[i]; q == '"' || q == '\'' {
+		s = i + 1
+		e = s
+		for e < len(buf) && buf[e] != q && buf[e] != '\n' && buf[e] != '\r' {
+			if q == '"' && buf[e] == '\\' && e+1 < len(buf) && buf[e+1] != '\n' && buf[e+1] != '\r' {
+				e++
+			}
+			e++
+		}
+		if e >= len(buf) {
+			if !final {
+				return 0, 0, pending
+			}
+			e = len(buf)
+		}
+	} else {
+		var open bool
+		s = i
+		e, open = run(buf, s, valueCh)
+		if open && !final {
+			return 0, 0, pending
+		}
+	}
+	v := buf[s:e]
+	if len(v) == 0 || isReference(v) || bytes.HasPrefix(v, []byte(ellipsis)) {
+		return 0, 0, none
+	}
+	return s, e, found
+}
+
+var valueCh = notIn(valueEnd)
+
+func pendingUnless(final bool) verdict {
+	if final {
+		return none
+	}
+	return pending
+}
+
+// isReference reports a shell or template variable ($X, ${X}, $(cmd)) rather
+// than a literal value.
+func isReference(v []byte) bool {
+	if len(v) < 2 || v[0] != '$' {
+		return false
+	}
+	switch v[1] {
+	case '{', '(':
+		return true
+	}
+	_, open := run(v, 1, word)
+	return open
+}
+
+// keyHeader recognises "-----BEGIN … PRIVATE KEY-----" (and "… PRIVATE KEY
+// BLOCK-----") and returns the end of the header.
+func keyHeader(buf []byte, ts, te int, final bool) (int, verdict) {
+	const maxHeader = 64
+	i := te
+	for i < len(buf) && i-te < maxHeader && (upperD[buf[i]] || buf[i] == ' ') {
+		i++
+	}
+	if i == len(buf) && i-te < maxHeader {
+		return 0, pendingUnless(final)
+	}
+	label := buf[te:i]
+	if !bytes.HasSuffix(label, []byte("PRIVATE KEY")) && !bytes.HasSuffix(label, []byte("PRIVATE KEY BLOCK")) {
+		return 0, none
+	}
+	const dashes = "-----"
+	n := 0
+	for i+n < len(buf) && n < len(dashes) && buf[i+n] == '-' {
+		n++
+	}
+	if n == len(dashes) {
+		return i + n, found
+	}
+	if i+n == len(buf) {
+		return 0, pendingUnless(final)
+	}
+	return 0, none
+}
+
+// triggers lists every pattern. Order matters only for the bit positions.
+var triggers = func() []trigger {
+	var t []trigger
+	add := func(check func([]byte, int, int, byte, bool) (int, int, verdict), texts ...string) {
+		for _, s := range texts {
+			t = append(t, trigger{text: s, check: check})
+		}
+	}
+	add(tokenCheck(alnum, 30), "ghp_", "gho_", "ghu_", "ghs_", "ghr_")
+	add(tokenCheck(word, 20), "github_pat_")
+	add(tokenCheck(tokenCh, 20), "glpat-")
+	add(tokenCheck(alnum, 30), "npm_")
+	add(tokenCheck(slackCh, 10), "xoxa-", "xoxb-", "xoxp-", "xoxr-")
+	add(tokenCheck(upperD, 16), "AKIA", "ASIA")
+	add(skCheck, "sk-")
+	add(bearerCheck, "Bearer ", "bearer ", "BEARER ")
+	add(urlCheck, "://")
+	for _, k := range []string{"PASSWORD", "PASSWD", "TOKEN", "SECRET", "API_KEY", "APIKEY", "ACCESS_KEY", "SECRET_KEY", "PRIVATE_KEY"} {
+		lower := string(bytes.ToLower([]byte(k)))
+		add(assignCheck, k+"=", lower+"=", k+`"`, lower+`"`)
+	}
+	add(assignCheck, "Password=", "Token=", "Secret=")
+	t = append(t, trigger{text: "-----BEGIN ", key: true})
+	if len(t) > 64 {
+		panic("redact: more than 64 triggers")
+	}
+	return t
+}()
+
+// triggerTexts lists the literals for the automaton.
+func triggerTexts() []string {
+	out := make([]string, len(triggers))
+	for i, t := range triggers {
+		out[i] = t.text
+	}
+	return out
+}
+
+// labels are the credential prefixes kept in a replacement, longest first,
+// so an operator sees what kind of credential leaked.
+var labels = []string{"github_pat_", "sk-ant-", "glpat-", "xoxa-", "xoxb-", "xoxp-", "xoxr-",
+	"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "npm_", "AKIA", "ASIA", "sk-"}
+
+func labelOf(secret []byte) string {
+	for _, l := range labels {
+		if bytes.HasPrefix(secret, []byte(l)) {
+			return l
+		}
+	}
+	return ""
+}

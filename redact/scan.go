@@ -1,0 +1,255 @@
+package redact
+
+import (
+	"bytes"
+	"math/bits"
+	"slices"
+)
+
+const (
+	// ellipsis marks a redaction: "ghp_…ABCD".
+	ellipsis = "…"
+	// safeTail is the shortest secret body (after its label) that keeps a
+	// 4-character tail; shorter ones are redacted whole.
+	safeTail = 16
+	// maxHold caps the bytes a stream holds back for an undecided pattern
+	// value (a "token" longer than this is decided as if the stream ended).
+	// Known-secret prefixes are always held: they are bounded by maxSecret.
+	maxHold = 64 << 10
+	// maxKey caps a private-key body: past it the block is closed, so a
+	// stray BEGIN line cannot swallow the rest of a log.
+	maxKey = 64 << 10
+)
+
+var keyEnd = []byte("-----END")
+
+// span is a half-open byte range to redact.
+type span struct{ s, e int }
+
+// scan runs the automaton over buf once and decides every match it can.
+// It returns the spans to redact, hold (the first byte that cannot be
+// emitted yet because a match might start there) and, when a private-key
+// header was found, key: the end of that header (the scan stops there).
+// prev is the byte before buf[0]; final means no more input follows, force
+// means undecided pattern values are decided as if it did (AC prefixes are
+// still held).
+func (a *automaton) scan(buf []byte, prev byte, final, force bool, spans []span) (_ []span, hold, key int) {
+	hold, key = len(buf), -1
+	decideAll := final || force
+	trans, class, stride := a.trans, &a.class, a.stride
+	s := int32(0)
+	for i := 0; i < len(buf); i++ {
+		v := trans[s+int32(class[buf[i]])]
+		if v >= 0 {
+			s = v
+			continue
+		}
+		v = ^v
+		s = v
+		st := v / stride
+		if n := int(a.secret[st]); n > 0 {
+			spans = append(spans, span{i + 1 - n, i + 1})
+		}
+		for t := a.trig[st]; t != 0; t &= t - 1 {
+			tr := &triggers[bits.TrailingZeros64(t)]
+			ts, te := i+1-len(tr.text), i+1
+			if tr.key {
+				switch e, vd := keyHeader(buf, ts, te, decideAll); vd {
+				case found:
+					if hold < ts {
+						// Something before the header is undecided: wait
+						// for it, so the result never depends on chunking.
+						return spans, hold, -1
+					}
+					return spans, e, e
+				case pending:
+					hold = min(hold, ts)
+				}
+				continue
+			}
+			switch ms, me, vd := tr.check(buf, ts, te, prev, decideAll); vd {
+			case found:
+				spans = append(spans, span{ms, me})
+			case pending:
+				hold = min(hold, ts)
+			}
+		}
+	}
+	if final {
+		// The stream ends inside what may be a known secret: its prefix is
+		// part of a secret too, so do not show it.
+		if n := a.secretPrefixAt(s / stride); n >= minSecret {
+			spans = append(spans, span{len(buf) - n, len(buf)})
+		}
+		return spans, len(buf), -1
+	}
+	hold = min(hold, len(buf)-int(a.depth[s/stride]))
+	return spans, hold, -1
+}
+
+// merge sorts spans and joins overlapping ones.
+func merge(spans []span) []span {
+	if len(spans) < 2 {
+		return spans
+	}
+	slices.SortFunc(spans, func(x, y span) int { return x.s - y.s })
+	out := spans[:1]
+	for _, sp := range spans[1:] {
+		last := &out[len(out)-1]
+		if sp.s < last.e {
+			last.e = max(last.e, sp.e)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// emit appends buf[:end] to out with every span replaced. Spans must be
+// merged and lie within [0, end).
+func emit(out, buf []byte, spans []span, end int) []byte {
+	pos := 0
+	for _, sp := range spans {
+		out = append(out, buf[pos:sp.s]...)
+		out = replacement(out, buf[sp.s:sp.e])
+		pos = sp.e
+	}
+	return append(out, buf[pos:end]...)
+}
+
+// replacement appends the redacted form of secret: its label, an ellipsis
+// and, for a long enough secret, its last 4 characters.
+func replacement(out, secret []byte) []byte {
+	label := labelOf(secret)
+	out = append(out, label...)
+	out = append(out, ellipsis...)
+	body := secret[len(label):]
+	if len(body) >= safeTail {
+		tail := body[len(body)-4:]
+		for _, c := range tail {
+			if c <= ' ' || c >= 0x7f {
+				return out
+			}
+		}
+		out = append(out, tail...)
+	}
+	return out
+}
+
+// stream is the state carried between chunks of one redacted stream.
+type stream struct {
+	buf    []byte // held-back input, not emitted yet
+	prev   byte   // the input byte just before buf[0]
+	inKey  bool   // inside a private-key body
+	keyLen int    // body bytes swallowed so far
+	keyNL  bool   // the body spans lines
+	spans  []span // scratch
+}
+
+// feed appends p to the held-back input and appends to out everything that
+// is decided. With final set everything is decided and the stream is reset.
+func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
+	buf := p
+	if len(st.buf) > 0 {
+		st.buf = append(st.buf, p...)
+		buf = st.buf
+	}
+	pos := 0
+	for pos < len(buf) || (final && st.inKey) {
+		if st.inKey {
+			rest := buf[pos:]
+			i := bytes.Index(rest, keyEnd)
+			if i < 0 {
+				// Swallow the body, keeping only what could begin "-----END".
+				keep := 0
+				if !final {
+					keep = min(len(keyEnd)-1, len(rest))
+				}
+				body := rest[:len(rest)-keep]
+				st.keyNL = st.keyNL || bytes.IndexByte(body, '\n') >= 0
+				st.keyLen += len(body)
+				pos += len(body)
+				if !final && st.keyLen <= maxKey {
+					break
+				}
+				out = st.closeKey(out)
+				continue
+			}
+			st.keyNL = st.keyNL || bytes.IndexByte(rest[:i], '\n') >= 0
+			pos += i
+			out = st.closeKey(out)
+			continue
+		}
+
+		prev := st.prev
+		if pos > 0 {
+			prev = buf[pos-1]
+		}
+		rest := buf[pos:]
+		spans, hold, key := a.scan(rest, prev, final, false, st.spans[:0])
+		if key < 0 && !final && len(rest)-hold > maxHold {
+			spans, hold, key = a.scan(rest, prev, false, true, spans[:0])
+		}
+		end := hold
+		if key >= 0 {
+			end = key
+		}
+		spans = merge(spans)
+		// Only spans that end before the cut are decided; a span crossing
+		// it moves the cut back to its start, to be found again later.
+		n := 0
+		for _, sp := range spans {
+			if sp.s >= end {
+				break
+			}
+			if sp.e > end {
+				if key >= 0 {
+					sp.e = end
+				} else {
+					end = sp.s
+					break
+				}
+			}
+			spans[n] = sp
+			n++
+		}
+		out = emit(out, rest, spans[:n], end)
+		st.spans = spans[:0]
+		pos += end
+		if key >= 0 {
+			st.inKey, st.keyLen, st.keyNL = true, 0, false
+			continue
+		}
+		break
+	}
+	if final {
+		st.buf, st.prev, st.inKey = st.buf[:0], 0, false
+		return out
+	}
+	if pos > 0 {
+		st.prev = buf[pos-1]
+	}
+	st.buf = append(st.buf[:0], buf[pos:]...)
+	return out
+}
+
+// closeKey ends a private-key body: the whole body becomes one ellipsis (on
+// its own line when the body spanned lines).
+func (st *stream) closeKey(out []byte) []byte {
+	st.inKey = false
+	if st.keyNL {
+		return append(out, "\n"+ellipsis+"\n"...)
+	}
+	return append(out, ellipsis...)
+}
+
+// redact is the one-shot form: the common case (nothing to redact) costs one
+// scan and no copy.
+func (a *automaton) redact(b []byte) ([]byte, bool) {
+	spans, _, key := a.scan(b, 0, true, false, nil)
+	if key < 0 && len(spans) == 0 {
+		return b, false
+	}
+	var st stream
+	return st.feed(a, make([]byte, 0, len(b)+len(b)/8+16), b, true), true
+}
