@@ -11,24 +11,62 @@
 # Install: ${SBX_DATA:-./.sbx}/images/agent.ext4 (+ agent.key)
 set -euo pipefail
 
-# --- recipe: everything here feeds the hash ---------------------------------
+# --- recipe: the text from here to "end of recipe" is hashed into the key ---
 suite=bookworm
 packages=(git ca-certificates curl nodejs npm procps less)
 claude_code=@anthropic-ai/claude-code@2.1.332
-# ---------------------------------------------------------------------------
+
+# rootfs ROOT MIRROR...: the root filesystem, lean (no docs, man pages,
+# locales or apt lists). npm inside the chroot trusts the build host's CAs (a
+# TLS-inspecting proxy's root included) through /tmp/build-ca.crt, which the
+# last hook removes: the image keeps only Debian's ca-certificates.
+rootfs() {
+	local root=$1; shift
+	mmdebstrap --mode=root --variant=apt --format=directory \
+		--include="$(IFS=,; echo "${packages[*]}")" \
+		--aptopt='APT::Install-Recommends "false"' \
+		--dpkgopt='path-exclude=/usr/share/man/*' \
+		--dpkgopt='path-exclude=/usr/share/info/*' \
+		--dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-include=/usr/share/doc/*/copyright' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		--dpkgopt='path-include=/usr/share/locale/locale.alias' \
+		--dpkgopt='path-exclude=/usr/share/lintian/*' \
+		--customize-hook='cp /etc/ssl/certs/ca-certificates.crt "$1"/tmp/build-ca.crt' \
+		--customize-hook="chroot \"\$1\" env NODE_EXTRA_CA_CERTS=/tmp/build-ca.crt npm install --global --omit=dev --no-audit --no-fund --no-update-notifier $claude_code" \
+		--customize-hook='rm -rf "$1"/usr/local/lib/node_modules/@anthropic-ai/claude-code-*musl*' \
+		--customize-hook='chroot "$1" claude --version' \
+		--customize-hook='chroot "$1" git --version' \
+		--customize-hook='chroot "$1" node --version' \
+		--customize-hook='mkdir -p "$1"/workspace && echo sbx >"$1"/etc/hostname && : >"$1"/etc/resolv.conf' \
+		--customize-hook='rm -rf "$1"/root/.npm "$1"/root/.cache "$1"/tmp/* "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/apt/* "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old' \
+		"$suite" "$root" "$@"
+}
+
+# pack ROOT OUT: an ext4 file with headroom for what a box writes to / (its
+# overlay holds the blocks, but the filesystem needs the free space); the
+# file is sparse, so the headroom costs no disk.
+pack() {
+	local used_kb; used_kb=$(du -sk "$1" | cut -f1)
+	local size_mb=$(( used_kb * 12 / 10 / 1024 + 1024 ))
+	log "mkfs.ext4 -d ($((used_kb / 1024)) MiB of files, ${size_mb} MiB filesystem)"
+	mkfs.ext4 -q -F -L sbx-agent -m 0 -i 8192 -d "$1" "$2" "${size_mb}M"
+}
+# --- end of recipe -----------------------------------------------------------
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${SBX_CACHE:-$HOME/.cache/sbx}/images
 data=${SBX_DATA:-./.sbx}
 install_dir=$data/images
-host_deps=(mmdebstrap e2fsprogs)
+host_deps=(mmdebstrap e2fsprogs ca-certificates)
 sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
 
 log() { printf 'image: %s\n' "$*" >&2; }
 die() { printf 'image: error: %s\n' "$*" >&2; exit 1; }
 
-# The recipe is this script: a change to it is a new image.
-key() { sha256sum <"$here/image.sh" | cut -c1-16; }
+key() {
+	sed -n '/^# --- recipe/,/^# --- end of recipe/p' "$here/image.sh" | sha256sum | cut -c1-16
+}
 
 uptodate() {
 	[ -s "$install_dir/agent.ext4" ] && [ "$(cat "$install_dir/agent.key" 2>/dev/null)" = "$(key)" ]
@@ -65,39 +103,19 @@ build() {
 		log "cached: $out"
 	else
 		local start=$SECONDS
-		local root=$cache/agent-$k.root
-		rm -rf "$root"
+		root=$cache/agent-$k.root
+		# A failed build leaves neither a half root nor a half image.
+		trap 'rm -rf "$root" "$out.tmp"' EXIT
+		rm -rf "$root" "$out.tmp"
 		local -a mirror_args; mapfile -t mirror_args < <(mirrors)
 		log "mmdebstrap $suite (${packages[*]}) + $claude_code into $root"
-		mmdebstrap --mode=root --variant=apt --format=directory \
-			--include="$(IFS=,; echo "${packages[*]}")" \
-			--aptopt='APT::Install-Recommends "false"' \
-			--dpkgopt='path-exclude=/usr/share/man/*' \
-			--dpkgopt='path-exclude=/usr/share/info/*' \
-			--dpkgopt='path-exclude=/usr/share/doc/*' \
-			--dpkgopt='path-include=/usr/share/doc/*/copyright' \
-			--dpkgopt='path-exclude=/usr/share/locale/*' \
-			--dpkgopt='path-include=/usr/share/locale/locale.alias' \
-			--dpkgopt='path-exclude=/usr/share/lintian/*' \
-			--customize-hook="chroot \"\$1\" npm install --global --omit=dev --no-audit --no-fund --no-update-notifier $claude_code" \
-			--customize-hook='rm -rf "$1"/usr/local/lib/node_modules/@anthropic-ai/claude-code-*musl*' \
-			--customize-hook='chroot "$1" claude --version' \
-			--customize-hook='chroot "$1" git --version' \
-			--customize-hook='chroot "$1" node --version' \
-			--customize-hook='mkdir -p "$1"/workspace && echo sbx >"$1"/etc/hostname && : >"$1"/etc/resolv.conf' \
-			--customize-hook='rm -rf "$1"/root/.npm "$1"/root/.cache "$1"/tmp/* "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/apt/* "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old' \
-			"$suite" "$root" "${mirror_args[@]}"
-		# Headroom for what a box writes to / (its overlay holds the blocks,
-		# but the filesystem needs the free space); the file stays sparse.
-		local used_kb; used_kb=$(du -sk "$root" | cut -f1)
-		local size_mb=$(( used_kb * 12 / 10 / 1024 + 1024 ))
-		log "mkfs.ext4 -d ($((used_kb / 1024)) MiB of files, ${size_mb} MiB filesystem)"
-		rm -f "$out.tmp"
-		mkfs.ext4 -q -F -L sbx-agent -m 0 -i 8192 -d "$root" "$out.tmp" "${size_mb}M"
+		rootfs "$root" "${mirror_args[@]}"
+		pack "$root" "$out.tmp"
 		e2fsck -fn "$out.tmp" >/dev/null || die "e2fsck found errors in $out.tmp"
 		sync -f "$out.tmp"
 		mv "$out.tmp" "$out"
 		rm -rf "$root"
+		trap - EXIT
 		log "built $out in $((SECONDS - start)) s: $(du -h --apparent-size "$out" | cut -f1) apparent, $(du -h "$out" | cut -f1) allocated"
 	fi
 	mkdir -p "$install_dir"

@@ -1,0 +1,130 @@
+package image_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/image"
+	"sbx.dev/sbx/vm/initramfs"
+	"sbx.dev/sbx/vm/kernel"
+	"sbx.dev/sbx/vm/qemu"
+)
+
+// TestAgentImage boots the Debian agent image through the real vm.Manager
+// and QEMU backend (the guest pivots into the image) and runs the tools the
+// agent needs.
+func TestAgentImage(t *testing.T) {
+	project := projectDataDir(t)
+	img, err := image.Resolve(project, image.Agent)
+	if err != nil {
+		t.Skipf("agent image not built (run `go tool task image`): %v", err)
+	}
+	k, err := kernel.Resolve(project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A private data dir for the boxes, sharing the built image read-only.
+	data := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(img.Path, filepath.Join(data, "images", image.Agent+".ext4")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	initrd, err := initramfs.Build(ctx, t.TempDir(), initramfs.Options{
+		Init: initramfs.BuildTestBinary(t), Modules: k.Modules,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := qemu.New(ctx, qemu.Config{DataDir: data, Kernel: &k, Initramfs: initrd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.New(ctx, vm.Config{Backend: backend, BootTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const name = "agent-image"
+	if _, err := m.Create(ctx, name, vm.Spec{Image: image.Agent, MemoryMiB: 1024, WorkspaceMiB: 64}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Destroy(context.Background(), name); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	}()
+	start := time.Now()
+	if _, err := m.Start(ctx, name); err != nil {
+		t.Fatalf("boot the agent image (%s kernel): %v", k.Kind, err)
+	}
+	t.Logf("%s kernel: agent image booted to the agent in %v", k.Kind, time.Since(start).Round(time.Millisecond))
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"git", "--version"}, "git version 2."},
+		{[]string{"node", "--version"}, "v18."},
+		{[]string{"claude", "--version"}, "(Claude Code)"},
+		{[]string{"sh", "-c", "test -f /etc/debian_version && cat /etc/debian_version"}, "12."},
+	} {
+		stdout, stderr, code := run(ctx, t, m, name, tc.argv)
+		if code != 0 || !strings.Contains(stdout, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and %q", tc.argv, code, stdout, stderr, tc.want)
+		} else {
+			t.Logf("%v: %s", tc.argv, strings.TrimSpace(stdout))
+		}
+	}
+}
+
+func run(ctx context.Context, t *testing.T, m *vm.Manager, name string, argv []string) (stdout, stderr string, code int) {
+	t.Helper()
+	p, err := m.Exec(ctx, name, agent.ExecRequest{Argv: argv})
+	if err != nil {
+		t.Fatalf("exec %v: %v", argv, err)
+	}
+	p.Stdin().Close()
+	var out, errb bytes.Buffer
+	done := make(chan struct{})
+	go func() { io.Copy(&errb, p.Stderr()); close(done) }()
+	io.Copy(&out, p.Stdout())
+	<-done
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatalf("wait %v: %v", argv, err)
+	}
+	return out.String(), errb.String(), st.Code
+}
+
+// projectDataDir is where `go tool task image` installs: $SBX_DATA, else
+// .sbx at the module root.
+func projectDataDir(t *testing.T) string {
+	if d := os.Getenv("SBX_DATA"); d != "" {
+		return d
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, ".sbx")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
