@@ -73,7 +73,7 @@ func ParseAuthorizedKey(line string) (Key, error) {
 	typ := fields[0]
 	switch {
 	case acceptedTypes[typ]:
-	case typ == ssh.KeyAlgoDSA:
+	case typ == "ssh-dss":
 		return Key{}, fmt.Errorf("DSA keys (ssh-dss) are refused; use ed25519: %w", ErrInvalid)
 	case strings.Contains(typ, "-cert-v01@openssh.com"):
 		return Key{}, fmt.Errorf("certificates (%q) are refused; give the plain public key: %w", short(typ), ErrInvalid)
