@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/image"
+	"sbx.dev/sbx/vm/initramfs"
 	"sbx.dev/sbx/vm/kernel"
 	"sbx.dev/sbx/vm/qemu/host"
 )
@@ -30,9 +32,12 @@ type Config struct {
 	DataDir string
 	// Kernel to boot; nil resolves one under DataDir (small, else stock).
 	Kernel *kernel.Kernel
-	// Initramfs is the guest's initramfs with sbx as /init. Required: the
-	// caller builds it (vm/initramfs) from a static sbx binary.
+	// Initramfs is the guest's initramfs with sbx as /init; "" builds one
+	// under <DataDir>/initramfs from Init, busybox and the kernel's modules.
 	Initramfs string
+	// Init is the static sbx binary for /init; "" means this executable
+	// (the gateway is built with CGO_ENABLED=0).
+	Init string
 	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches the verdict.
 	Accel  string
 	Debug  bool // guest console to console.log and sbx.debug=1
@@ -97,9 +102,10 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	if cfg.Initramfs == "" {
-		return nil, errors.New("qemu backend: no initramfs (build one with vm/initramfs)")
-	}
-	if _, err := os.Stat(cfg.Initramfs); err != nil {
+		if cfg.Initramfs, err = buildInitramfs(ctx, dataDir, cfg.Init, k); err != nil {
+			return nil, err
+		}
+	} else if _, err := os.Stat(cfg.Initramfs); err != nil {
 		return nil, fmt.Errorf("qemu backend: initramfs: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Join(dataDir, "boxes"), 0o700); err != nil {
@@ -126,6 +132,30 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		"accel", b.accel.Accel, "why", b.accel.Why)
 	return b, nil
 }
+
+// buildInitramfs generates the initramfs for kernel k (content-addressed,
+// so an unchanged one is reused).
+func buildInitramfs(ctx context.Context, dataDir, init string, k kernel.Kernel) (string, error) {
+	if init == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("qemu backend: find the sbx binary for /init: %w", err)
+		}
+		init = exe
+	}
+	opts := initramfs.Options{Init: init, Modules: k.Modules}
+	if bb, err := exec.LookPath("busybox"); err == nil {
+		opts.Busybox = bb
+	}
+	p, err := initramfs.Build(ctx, filepath.Join(dataDir, "initramfs"), opts)
+	if err != nil {
+		return "", fmt.Errorf("qemu backend: build initramfs from %s: %w", init, err)
+	}
+	return p, nil
+}
+
+// Initramfs returns the initramfs boxes boot.
+func (b *Backend) Initramfs() string { return b.initramfs }
 
 // Accel returns the accelerator in use and why.
 func (b *Backend) Accel() host.Verdict { return b.accel }

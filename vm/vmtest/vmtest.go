@@ -1,0 +1,507 @@
+// Package vmtest is the conformance suite every vm.Backend must pass, run
+// through a real vm.Manager against real machines. A backend's test calls
+// Run with a Setup; the suite boots few boxes and reuses one where the
+// checks do not interfere, so it stays affordable on a 2-core CI runner.
+package vmtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/agent"
+)
+
+// Setup is what the suite needs from a backend.
+type Setup struct {
+	// Backend returns a backend over the suite's state. Every call is a
+	// fresh view of the same state, as after a gateway restart.
+	Backend func(t *testing.T) vm.Backend
+	// Crash ends the box's machine out of band, as `kill -9` would.
+	Crash func(t *testing.T, name string)
+	// Leftovers lists what a destroyed box left behind (files, processes).
+	Leftovers func(t *testing.T, name string) []string
+	// DropSnapshot deletes a sleeping box's memory snapshot, so the next
+	// wake must cold-boot. Nil skips that check.
+	DropSnapshot func(t *testing.T, name string)
+	// Spec is the spec of the suite's boxes (zero: manager defaults).
+	Spec vm.Spec
+}
+
+const bootTimeout = 3 * time.Minute
+
+// Run runs the suite.
+func Run(t *testing.T, s Setup) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	spec := s.Spec
+	if spec.MemoryMiB == 0 {
+		spec.MemoryMiB = 256
+	}
+	cfg := vm.Config{
+		MaxBoxes:     2,
+		MaxMemoryMiB: 3 * spec.MemoryMiB,
+		BootTimeout:  bootTimeout,
+	}
+	newManager := func(t *testing.T) *vm.Manager {
+		c := cfg
+		c.Backend = s.Backend(t)
+		m, err := vm.New(ctx, c)
+		if err != nil {
+			t.Fatalf("vm.New: %v", err)
+		}
+		return m
+	}
+	m := newManager(t)
+	defer func() { m.Close() }()
+	events := m.Events(ctx)
+	var evMu sync.Mutex
+	var seen []vm.Event
+	go func() {
+		for ev := range events {
+			evMu.Lock()
+			seen = append(seen, ev)
+			evMu.Unlock()
+		}
+	}()
+	const box = "conf-main"
+
+	t.Run("BadNames", func(t *testing.T) {
+		for _, name := range []string{"", ".", "..", "../escape", "a/b", "/abs", "sp ace", strings.Repeat("x", 129), "nul\x00"} {
+			if _, err := m.Create(ctx, name, spec); err == nil {
+				t.Errorf("Create(%q) accepted a bad name", name)
+			}
+			if _, err := m.Start(ctx, name); err == nil || errors.Is(err, vm.ErrNotFound) {
+				t.Errorf("Start(%q) = %v, want a name error", name, err)
+			}
+			if err := m.Destroy(ctx, name); err == nil || errors.Is(err, vm.ErrNotFound) {
+				t.Errorf("Destroy(%q) = %v, want a name error", name, err)
+			}
+			if _, err := m.Exec(ctx, name, agent.ExecRequest{Argv: []string{"true"}}); err == nil {
+				t.Errorf("Exec(%q) accepted a bad name", name)
+			}
+		}
+		if n := len(m.List()); n != 0 {
+			t.Fatalf("bad names left %d boxes", n)
+		}
+	})
+
+	t.Run("Boot", func(t *testing.T) {
+		start := time.Now()
+		if _, err := m.Create(ctx, box, spec); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := m.Get(box); b.State != vm.Creating {
+			t.Fatalf("after Create: state %s, want creating", b.State)
+		}
+		b, err := m.Start(ctx, box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.State != vm.Running || b.Started.IsZero() {
+			t.Fatalf("after Start: %+v", b)
+		}
+		t.Logf("boot to agent reply: %v", time.Since(start))
+		st, err := m.Stats(ctx, box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.PrivateBytes <= 0 {
+			t.Fatalf("stats: %+v", st)
+		}
+		t.Logf("private memory %d MiB", st.PrivateBytes>>20)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("ExitCodes", func(t *testing.T) {
+		for _, tc := range []struct {
+			argv []string
+			code int
+			out  string
+		}{
+			{[]string{"true"}, 0, ""},
+			{[]string{"false"}, 1, ""},
+			{[]string{"sh", "-c", "echo out; echo err >&2; exit 7"}, 7, "out\n"},
+		} {
+			r := run(ctx, t, m, box, agent.ExecRequest{Argv: tc.argv}, nil)
+			if r.status.Code != tc.code || r.stdout != tc.out {
+				t.Errorf("%q: code %d stdout %q, want %d %q", tc.argv, r.status.Code, r.stdout, tc.code, tc.out)
+			}
+		}
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "echo err >&2"}}, nil)
+		if r.stderr != "err\n" {
+			t.Errorf("stderr %q", r.stderr)
+		}
+		if _, err := m.Exec(ctx, box, agent.ExecRequest{Argv: []string{"/no/such/program"}}); err == nil {
+			// Either refused at start or a non-zero exit is fine; a zero exit is not.
+			r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"/no/such/program"}}, nil)
+			if r.status.Code == 0 {
+				t.Errorf("missing program exited 0")
+			}
+		}
+	})
+
+	t.Run("StdinEOF", func(t *testing.T) {
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"cat"}}, strings.NewReader("hello\nworld\n"))
+		if r.status.Code != 0 || r.stdout != "hello\nworld\n" {
+			t.Fatalf("cat: %+v", r)
+		}
+	})
+
+	t.Run("PTYSize", func(t *testing.T) {
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"stty", "size"}, TTY: true, Rows: 33, Cols: 101}, nil)
+		if strings.TrimSpace(r.stdout) != "33 101" {
+			t.Fatalf("stty size with a 33x101 PTY printed %q", r.stdout)
+		}
+		p, err := m.Exec(ctx, box, agent.ExecRequest{Argv: []string{"sh"}, TTY: true, Rows: 24, Cols: 80})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &syncBuffer{}
+		go io.Copy(out, p.Stdout())
+		if err := p.Resize(ctx, 50, 132); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(p.Stdin(), "stty size; exit\n")
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			p.Signal(ctx, syscall.SIGKILL)
+			t.Fatalf("shell did not exit; output %q", out.String())
+		}
+		if !strings.Contains(out.String(), "50 132") {
+			t.Fatalf("after resize to 50x132, stty size printed %q", out.String())
+		}
+	})
+
+	t.Run("Signals", func(t *testing.T) {
+		p, err := m.Exec(ctx, box, agent.ExecRequest{Argv: []string{"sleep", "300"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go io.Copy(io.Discard, p.Stdout())
+		go io.Copy(io.Discard, p.Stderr())
+		time.Sleep(100 * time.Millisecond)
+		if err := p.Signal(ctx, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		st := waitTimeout(t, p, 30*time.Second)
+		if st.Code != -1 || st.Signal == "" {
+			t.Fatalf("sleep after SIGTERM: %+v, want killed by a signal", st)
+		}
+	})
+
+	t.Run("FileRoundTrip50MB", func(t *testing.T) {
+		data := make([]byte, 50<<20)
+		rand.Read(data)
+		want := sha256.Sum256(data)
+		if err := m.WriteFile(ctx, box, "big.bin", 0o644, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sha256sum", "/workspace/big.bin"}}, nil)
+		if got, _, _ := strings.Cut(r.stdout, " "); got != hex.EncodeToString(want[:]) {
+			t.Fatalf("guest sha256 %q, want %x", got, want)
+		}
+		rc, err := m.ReadFile(ctx, box, "big.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, rc)
+		rc.Close()
+		if err != nil || n != int64(len(data)) || !bytes.Equal(h.Sum(nil), want[:]) {
+			t.Fatalf("read back %d bytes (err %v), checksum equal %v", n, err, bytes.Equal(h.Sum(nil), want[:]))
+		}
+		fi, err := m.Stat(ctx, box, "big.bin")
+		if err != nil || fi.Size != int64(len(data)) {
+			t.Fatalf("stat: %+v %v", fi, err)
+		}
+		if err := m.Remove(ctx, box, "big.bin"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("PathEscapes", func(t *testing.T) {
+		run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"ln", "-s", "/etc", "/workspace/etc-link"}}, nil)
+		run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"ln", "-s", "../etc/passwd", "/workspace/pw-link"}}, nil)
+		for _, p := range []string{"../etc/passwd", "/etc/passwd", "a/../../etc/passwd", "etc-link/passwd", "pw-link"} {
+			if rc, err := m.ReadFile(ctx, box, p); err == nil {
+				b, _ := io.ReadAll(rc)
+				rc.Close()
+				t.Errorf("ReadFile(%q) escaped /workspace: %d bytes", p, len(b))
+			} else if !strings.Contains(err.Error(), "escapes") {
+				t.Errorf("ReadFile(%q): %v, want a path-escape error", p, err)
+			}
+			if err := m.WriteFile(ctx, box, p, 0o644, strings.NewReader("x")); err == nil {
+				t.Errorf("WriteFile(%q) escaped /workspace", p)
+			}
+			if _, err := m.Stat(ctx, box, p); err == nil && p != "etc-link/passwd" && p != "pw-link" {
+				t.Errorf("Stat(%q) escaped /workspace", p)
+			}
+		}
+		if _, err := m.ReadDir(ctx, box, "etc-link"); err == nil {
+			t.Errorf("ReadDir through a symlink to /etc escaped /workspace")
+		}
+		// The guest's /etc/passwd is untouched.
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "test \"$(cat /etc/passwd 2>/dev/null)\" != x"}}, nil)
+		if r.status.Code != 0 {
+			t.Errorf("/etc/passwd in the guest was overwritten")
+		}
+	})
+
+	t.Run("Caps", func(t *testing.T) {
+		if _, err := m.Create(ctx, "conf-cap1", spec); err != nil {
+			t.Fatal(err)
+		}
+		_, err := m.Create(ctx, "conf-cap2", spec)
+		if !errors.Is(err, vm.ErrLimit) || !strings.Contains(err.Error(), "max boxes per host is 2") {
+			t.Fatalf("third box: %v, want the box cap named", err)
+		}
+		if err := m.Destroy(ctx, "conf-cap1"); err != nil {
+			t.Fatal(err)
+		}
+		big := spec
+		big.MemoryMiB = 3*spec.MemoryMiB - spec.MemoryMiB + 1
+		_, err = m.Create(ctx, "conf-cap3", big)
+		want := fmt.Sprintf("max total guest memory is %d MiB", 3*spec.MemoryMiB)
+		if !errors.Is(err, vm.ErrLimit) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("memory cap: %v, want %q", err, want)
+		}
+		if _, err := m.Get("conf-cap3"); !errors.Is(err, vm.ErrNotFound) {
+			t.Fatalf("refused box exists: %v", err)
+		}
+	})
+
+	t.Run("SleepWake", func(t *testing.T) {
+		run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "echo kept > /workspace/kept.txt; sync"}}, nil)
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "sleep 3000 </dev/null >/dev/null 2>&1 & echo $!"}}, nil)
+		pid := strings.TrimSpace(r.stdout)
+		if pid == "" {
+			t.Fatal("no background pid")
+		}
+		if _, err := m.Sleep(ctx, box); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := m.Get(box); b.State != vm.Sleeping {
+			t.Fatalf("after Sleep: %s", b.State)
+		}
+		if _, err := m.Exec(ctx, box, agent.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, vm.ErrState) {
+			t.Fatalf("exec in a sleeping box: %v, want ErrState", err)
+		}
+		start := time.Now()
+		b, err := m.Wake(ctx, box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wake to agent reply: %v (%s)", time.Since(start), b.Reason)
+		if b.State != vm.Running || strings.HasPrefix(b.Reason, "cold boot") {
+			t.Fatalf("after Wake: %+v, want restored from the snapshot", b)
+		}
+		r = run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "cat /workspace/kept.txt; kill -0 " + pid + " && echo alive"}}, nil)
+		if r.stdout != "kept\nalive\n" {
+			t.Fatalf("after wake: %q, want the file and the process", r.stdout)
+		}
+		// The clock was set after the restore.
+		r = run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"date", "+%s"}}, nil)
+		var guest int64
+		fmt.Sscan(r.stdout, &guest)
+		if d := time.Since(time.Unix(guest, 0)); d > 30*time.Second || d < -30*time.Second {
+			t.Fatalf("guest clock off by %v after wake", d)
+		}
+	})
+
+	if s.DropSnapshot != nil {
+		t.Run("WakeWithoutSnapshot", func(t *testing.T) {
+			if _, err := m.Sleep(ctx, box); err != nil {
+				t.Fatal(err)
+			}
+			s.DropSnapshot(t, box)
+			b, err := m.Wake(ctx, box)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.State != vm.Running || !strings.HasPrefix(b.Reason, "cold boot") {
+				t.Fatalf("after Wake without a snapshot: %+v, want a cold boot that says so", b)
+			}
+			r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"cat", "/workspace/kept.txt"}}, nil)
+			if r.stdout != "kept\n" {
+				t.Fatalf("disk lost across a cold wake: %q", r.stdout)
+			}
+		})
+	}
+
+	t.Run("RestartReadopts", func(t *testing.T) {
+		run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "echo before > /workspace/restart.txt"}}, nil)
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		m = newManager(t)
+		b, err := m.Get(box)
+		if err != nil || b.State != vm.Running {
+			t.Fatalf("after restart: %+v %v, want running", b, err)
+		}
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"cat", "/workspace/restart.txt"}}, nil)
+		if r.stdout != "before\n" {
+			t.Fatalf("after restart: %q", r.stdout)
+		}
+	})
+
+	t.Run("CrashMarksFailed", func(t *testing.T) {
+		evs := m.Events(ctx)
+		s.Crash(t, box)
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case ev := <-evs:
+				if ev.Box == box && ev.To == vm.Failed {
+					if ev.Note == "" {
+						t.Fatal("failed without a reason")
+					}
+					t.Logf("failed: %s", ev.Note)
+					if b, _ := m.Get(box); b.State != vm.Failed || b.Reason == "" {
+						t.Fatalf("box after crash: %+v", b)
+					}
+					return
+				}
+			case <-deadline:
+				b, _ := m.Get(box)
+				t.Fatalf("no failed event 30 s after the crash; box %+v", b)
+			}
+		}
+	})
+
+	t.Run("Destroy", func(t *testing.T) {
+		if err := m.Destroy(ctx, box); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Get(box); !errors.Is(err, vm.ErrNotFound) {
+			t.Fatalf("Get after Destroy: %v", err)
+		}
+		if left := s.Leftovers(t, box); len(left) > 0 {
+			t.Fatalf("destroy left behind: %v", left)
+		}
+	})
+
+	t.Run("MaxDuration", func(t *testing.T) {
+		short := spec
+		short.MaxDuration = 2 * time.Second
+		if _, err := m.Create(ctx, "conf-short", short); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { m.Destroy(ctx, "conf-short") }()
+		b, err := m.Start(ctx, "conf-short")
+		if err != nil && !strings.Contains(b.Reason, "max duration") {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			b, _ = m.Get("conf-short")
+			if b.State == vm.Failed {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if b.State != vm.Failed || !strings.Contains(b.Reason, "max duration 2s reached") {
+			t.Fatalf("box past its max duration: %+v", b)
+		}
+		// The limit holds across a restart: still failed, cannot start again.
+		m.Close()
+		m = newManager(t)
+		if b, _ := m.Get("conf-short"); b.State != vm.Failed {
+			t.Fatalf("after restart: %+v", b)
+		}
+		if _, err := m.Start(ctx, "conf-short"); !errors.Is(err, vm.ErrState) {
+			t.Fatalf("start past max duration: %v", err)
+		}
+	})
+
+	evMu.Lock()
+	defer evMu.Unlock()
+	var got []string
+	for _, ev := range seen {
+		if ev.Box == box {
+			got = append(got, string(ev.To))
+		}
+	}
+	if len(got) < 2 || got[0] != "creating" || got[1] != "running" {
+		t.Errorf("events of %s: %v, want creating, running, ...", box, got)
+	}
+}
+
+type result struct {
+	stdout, stderr string
+	status         agent.ExitStatus
+}
+
+// run execs argv in the box, feeds stdin (then EOF), and collects output.
+func run(ctx context.Context, t *testing.T, m *vm.Manager, box string, req agent.ExecRequest, stdin io.Reader) result {
+	t.Helper()
+	p, err := m.Exec(ctx, box, req)
+	if err != nil {
+		t.Fatalf("exec %q: %v", req.Argv, err)
+	}
+	var out, errb bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); io.Copy(&out, p.Stdout()) }()
+	go func() { defer wg.Done(); io.Copy(&errb, p.Stderr()) }()
+	if stdin != nil {
+		io.Copy(p.Stdin(), stdin)
+	}
+	p.Stdin().Close()
+	st := waitTimeout(t, p, 2*time.Minute)
+	wg.Wait()
+	return result{stdout: out.String(), stderr: errb.String(), status: st}
+}
+
+func waitTimeout(t *testing.T, p *agent.Process, d time.Duration) agent.ExitStatus {
+	t.Helper()
+	type res struct {
+		st  agent.ExitStatus
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { st, err := p.Wait(); ch <- res{st, err} }()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("wait pid %d: %v", p.PID(), r.err)
+		}
+		return r.st
+	case <-time.After(d):
+		t.Fatalf("pid %d did not exit in %v", p.PID(), d)
+	}
+	return agent.ExitStatus{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
