@@ -176,7 +176,7 @@ func urlCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict)
 		return 0, 0, none
 	}
 	colon := bytes.IndexByte(auth[:at], ':')
-	if colon < 0 || colon+1 == at {
+	if colon < 0 || colon+1 == at || isRedacted(auth[colon+1:at]) {
 		return 0, 0, none
 	}
 	return te + colon + 1, te + at, found
@@ -241,7 +241,7 @@ func assignCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdi
 		}
 	}
 	v := buf[s:e]
-	if len(v) == 0 || isReference(v) || bytes.HasPrefix(v, []byte(ellipsis)) {
+	if len(v) == 0 || isReference(v) || isRedacted(v) {
 		return 0, 0, none
 	}
 	return s, e, found
@@ -341,6 +341,13 @@ func triggerTexts() []string {
 // so an operator sees what kind of credential leaked.
 var labels = []string{"github_pat_", "sk-ant-", "glpat-", "xoxa-", "xoxb-", "xoxp-", "xoxr-",
 	"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "npm_", "AKIA", "ASIA", "sk-"}
+
+// isRedacted reports whether v is already a replacement ("…", "ghp_…ABCD"),
+// so that redacting redacted text changes nothing.
+func isRedacted(v []byte) bool {
+	v = v[len(labelOf(v)):]
+	return bytes.HasPrefix(v, []byte(ellipsis)) && len(v) <= len(ellipsis)+4
+}
 
 func labelOf(secret []byte) string {
 	for _, l := range labels {

@@ -23,8 +23,11 @@ const (
 
 var keyEnd = []byte("-----END")
 
-// span is a half-open byte range to redact.
-type span struct{ s, e int }
+// span is a half-open byte range to redact. a (anchor) is where the match
+// that produced it starts: the trigger, for a value-only span. A stream that
+// cuts its output may only cut before an anchor, or the trigger would be
+// emitted and the value, seen later without it, would pass as plain text.
+type span struct{ s, e, a int }
 
 // scan runs the automaton over buf once and decides every match it can.
 // It returns the spans to redact, hold (the first byte that cannot be
@@ -48,7 +51,7 @@ func (a *automaton) scan(buf []byte, prev byte, final, force bool, spans []span)
 		s = v
 		st := v / stride
 		if n := int(a.secret[st]); n > 0 {
-			spans = append(spans, span{i + 1 - n, i + 1})
+			spans = append(spans, span{i + 1 - n, i + 1, i + 1 - n})
 		}
 		for t := a.trig[st]; t != 0; t &= t - 1 {
 			tr := &triggers[bits.TrailingZeros64(t)]
@@ -69,17 +72,17 @@ func (a *automaton) scan(buf []byte, prev byte, final, force bool, spans []span)
 			}
 			switch ms, me, vd := tr.check(buf, ts, te, prev, decideAll); vd {
 			case found:
-				spans = append(spans, span{ms, me})
+				spans = append(spans, span{ms, me, min(ms, ts)})
 			case pending:
 				hold = min(hold, ts)
 			}
 		}
 	}
-	if final {
+	if decideAll {
 		// The stream ends inside what may be a known secret: its prefix is
 		// part of a secret too, so do not show it.
 		if n := a.secretPrefixAt(s / stride); n >= minSecret {
-			spans = append(spans, span{len(buf) - n, len(buf)})
+			spans = append(spans, span{len(buf) - n, len(buf), len(buf) - n})
 		}
 		return spans, len(buf), -1
 	}
@@ -98,6 +101,7 @@ func merge(spans []span) []span {
 		last := &out[len(out)-1]
 		if sp.s < last.e {
 			last.e = max(last.e, sp.e)
+			last.a = min(last.a, sp.a)
 			continue
 		}
 		out = append(out, sp)
@@ -195,23 +199,30 @@ func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
 			end = key
 		}
 		spans = merge(spans)
-		// Only spans that end before the cut are decided; a span crossing
-		// it moves the cut back to its start, to be found again later.
-		n := 0
-		for _, sp := range spans {
-			if sp.s >= end {
-				break
+		if key >= 0 {
+			// Nothing after the header is text; clip what reaches into it.
+			for i := range spans {
+				spans[i].e = min(spans[i].e, end)
 			}
-			if sp.e > end {
-				if key >= 0 {
-					sp.e = end
-				} else {
-					end = sp.s
-					break
+		} else {
+			// Only matches wholly before the cut are decided. One that
+			// crosses it (or whose trigger is before it and value after)
+			// moves the cut back to its anchor, to be found again later.
+			for moved := true; moved; {
+				moved = false
+				for _, sp := range spans {
+					if sp.e > end && sp.a < end {
+						end, moved = sp.a, true
+					}
 				}
 			}
-			spans[n] = sp
-			n++
+		}
+		n := 0
+		for _, sp := range spans {
+			if sp.e <= end {
+				spans[n] = sp
+				n++
+			}
 		}
 		out = emit(out, rest, spans[:n], end)
 		st.spans = spans[:0]
