@@ -39,7 +39,20 @@ func (c *call) root() *cobra.Command {
 	if c.srv.TestHooks {
 		root.AddCommand(&cobra.Command{Use: "test-panic", Hidden: true, RunE: func(*cobra.Command, []string) error {
 			panic("test hook: deliberate panic")
-		}})
+		}}, &cobra.Command{Use: "test-sleep DURATION", Hidden: true, Args: cobra.ExactArgs(1),
+			// Holds a session open (session caps, drain on SIGTERM).
+			RunE: func(cmd *cobra.Command, args []string) error {
+				d, err := time.ParseDuration(args[0])
+				if err != nil {
+					return err
+				}
+				select {
+				case <-time.After(d):
+					fmt.Fprintln(cmd.OutOrStdout(), "slept", d)
+				case <-cmd.Context().Done():
+				}
+				return nil
+			}})
 	}
 	return root
 }

@@ -26,6 +26,9 @@ func (c *call) tokenCmd() *cobra.Command {
 			if expires < 0 {
 				return fmt.Errorf("--expires %s: must not be negative: %w", expires, keys.ErrInvalid)
 			}
+			if name == "" {
+				name = "ssh-" + c.srv.Now().UTC().Format("20060102-150405")
+			}
 			token, k, err := c.srv.Identity.CreateAPIKey(cmd.Context(), c.actor, c.user.Name, name, scopes, expires)
 			if err != nil {
 				return err
@@ -39,7 +42,7 @@ func (c *call) tokenCmd() *cobra.Command {
 			return nil
 		},
 	}
-	create.Flags().StringVar(&name, "name", "", "a label for the key")
+	create.Flags().StringVar(&name, "name", "", "a label for the key (default ssh-<time>)")
 	create.Flags().DurationVar(&expires, "expires", 720*time.Hour, "lifetime; 0 means it never expires")
 	create.Flags().StringSliceVar(&scopes, "scope", nil, "restrict the key to these scopes")
 	create.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -177,6 +177,9 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
+	if req.Name == "" {
+		req.Name = "http-" + time.Now().UTC().Format("20060102-150405")
+	}
 	token, key, err := s.Identity.CreateAPIKey(r.Context(), c.actor(), c.User.Name, req.Name, req.Scopes, ttl)
 	if err != nil {
 		s.fail(w, r, err)

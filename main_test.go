@@ -1,0 +1,454 @@
+package main
+
+// End-to-end tests: testdata/script/*.txtar drive the real sbx binary (this
+// test binary re-executed as "sbx") with the real OpenSSH client, real
+// SQLite and real HTTP. Custom commands:
+//
+//	serve [-admin KEY] [-data DIR] [args...]  start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
+//	stop [-9] [-within DUR]                   SIGTERM (or SIGKILL) the server and wait; TERM must finish within DUR
+//	sshx KEY [ssh options... --] [command...] run OpenSSH as the owner of $WORK/KEY against the server
+//	sshloop N KEY [command...]                run sshx N times, each must fail authentication
+//	http [-token FILE] [-H 'K: V'] [-body S] [-bodysize N] [-secure] [-xff A] METHOD PATH
+//	                                          one HTTP request; prints "HTTP <code>", headers, a blank line, the body
+//	clock DUR                                 shift the server's clock by DUR (test clock file)
+//	sshprobe KEY KIND                         x/crypto client: ask for agent|x11|direct-tcpip|tcpip-forward|env and print accepted/refused
+//	addkeys N FILE                            write N fresh ed25519 public keys to FILE (authorized_keys text)
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	gossh "golang.org/x/crypto/ssh"
+
+	"sbx.dev/sbx/gateway/config"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"sbx": main})
+}
+
+func TestScripts(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("the end-to-end tests need the OpenSSH client (apt-get install openssh-client)")
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			env.Values[serverKey{}] = &server{}
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"serve":    cmdServe,
+			"stop":     cmdStop,
+			"sshx":     cmdSSH,
+			"sshloop":  cmdSSHLoop,
+			"http":     cmdHTTP,
+			"clock":    cmdClock,
+			"sshprobe": cmdSSHProbe,
+			"addkeys":  cmdAddKeys,
+		},
+	})
+}
+
+type serverKey struct{}
+
+// server is the `sbx serve` process of one script.
+type server struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func serverOf(ts *testscript.TestScript) *server { return ts.Value(serverKey{}).(*server) }
+
+// lookPath finds name on the script's PATH (where testscript put sbx).
+func lookPath(ts *testscript.TestScript, name string) string {
+	for _, dir := range filepath.SplitList(ts.Getenv("PATH")) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	ts.Fatalf("%s not on PATH", name)
+	return ""
+}
+
+func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! serve")
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	admin := fs.String("admin", "", "register $WORK/NAME.pub as the first admin")
+	data := fs.String("data", "data", "data dir, relative to $WORK")
+	ts.Check(fs.Parse(args))
+	srv := serverOf(ts)
+	if srv.cmd != nil {
+		ts.Fatalf("serve: a server is already running; stop it first")
+	}
+	dataDir := ts.MkAbs(*data)
+	addrFile := filepath.Join(dataDir, "sbx.addr")
+	_ = os.Remove(addrFile)
+
+	env := []string{"PATH=" + ts.Getenv("PATH"), "HOME=" + ts.Getenv("HOME"), "TMPDIR=" + ts.Getenv("TMPDIR")}
+	// Pass through the SBX_* variables the script set (config precedence).
+	for _, k := range append(config.Keys(), "data") {
+		name := config.EnvName(k)
+		if v := ts.Getenv(name); v != "" {
+			env = append(env, name+"="+v)
+		}
+	}
+	if *admin != "" {
+		pub, err := os.ReadFile(ts.MkAbs(*admin + ".pub"))
+		ts.Check(err)
+		env = append(env, "SBX_ADMIN_KEYS="+string(pub))
+	}
+	cmdArgs := append([]string{"serve", "--data", dataDir,
+		"--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--test-hooks", "--test-clock-file", ts.MkAbs("clock")}, fs.Args()...)
+	cmd := exec.Command(lookPath(ts, "sbx"), cmdArgs...)
+	cmd.Env = env
+	cmd.Dir = ts.MkAbs(".")
+	out, err := os.OpenFile(ts.MkAbs("serve.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	ts.Check(err)
+	logf, err := os.OpenFile(ts.MkAbs("serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	ts.Check(err)
+	cmd.Stdout, cmd.Stderr = out, logf
+	ts.Check(cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait(); out.Close(); logf.Close() }()
+	srv.cmd, srv.done = cmd, done
+	ts.Defer(func() {
+		if srv.cmd != nil {
+			_ = srv.cmd.Process.Kill()
+			<-srv.done
+		}
+	})
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if addrs, ok := readAddrFile(addrFile); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
+			_, port, _ := net.SplitHostPort(addrs["ssh"])
+			ts.Setenv("SSH_PORT", port)
+			ts.Setenv("HTTP_URL", addrs["url"])
+			ts.Setenv("SBX_PID", addrs["pid"])
+			// What this start printed, for `stdout` checks.
+			out, _ := os.ReadFile(ts.MkAbs("serve.out"))
+			if i := bytes.LastIndex(out, []byte("sbx is serving")); i >= 0 {
+				out = out[i:]
+			}
+			fmt.Fprintf(ts.Stdout(), "%s", out)
+			return
+		}
+		select {
+		case err := <-done:
+			srv.cmd = nil
+			log, _ := os.ReadFile(ts.MkAbs("serve.log"))
+			ts.Fatalf("sbx serve exited before listening: %v\n%s", err, log)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("sbx serve did not write %s within 30s", addrFile)
+		}
+	}
+}
+
+func readAddrFile(path string) (map[string]string, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	m := map[string]string{}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[k] = v
+		}
+	}
+	return m, m["ssh"] != "" && m["url"] != ""
+}
+
+func cmdStop(ts *testscript.TestScript, neg bool, args []string) {
+	fs := flag.NewFlagSet("stop", flag.ContinueOnError)
+	kill := fs.Bool("9", false, "SIGKILL instead of SIGTERM")
+	within := fs.Duration("within", 5500*time.Millisecond, "SIGTERM must finish within this")
+	ts.Check(fs.Parse(args))
+	srv := serverOf(ts)
+	if srv.cmd == nil {
+		ts.Fatalf("stop: no server running")
+	}
+	sig := syscall.SIGTERM
+	if *kill {
+		sig = syscall.SIGKILL
+	}
+	start := time.Now()
+	ts.Check(srv.cmd.Process.Signal(sig))
+	var err error
+	select {
+	case err = <-srv.done:
+	case <-time.After(30 * time.Second):
+		ts.Fatalf("sbx serve still running 30s after %v", sig)
+	}
+	took := time.Since(start)
+	srv.cmd = nil
+	ts.Logf("sbx serve stopped by %v in %v (err %v)", sig, took.Round(time.Millisecond), err)
+	if *kill {
+		return
+	}
+	if err != nil && !neg {
+		ts.Fatalf("sbx serve exited with %v after SIGTERM", err)
+	}
+	if took > *within {
+		ts.Fatalf("SIGTERM drain took %v, more than %v", took, *within)
+	}
+}
+
+// sshArgs builds the OpenSSH command line for the owner of $WORK/key.
+func sshArgs(ts *testscript.TestScript, key string, args []string) []string {
+	var opts, command []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		opts, command = args[:i], args[i+1:]
+	} else {
+		command = args
+	}
+	out := []string{"-F", "none", "-i", ts.MkAbs(key), "-p", ts.Getenv("SSH_PORT"),
+		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+		// One alias for every port, so a changed host key across restarts
+		// fails instead of being accepted as a new host.
+		"-o", "HostKeyAlias=sbx-test", "-o", "StrictHostKeyChecking=accept-new",
+		"-o", "UserKnownHostsFile=" + ts.MkAbs("known_hosts")}
+	if !slices.Contains(opts, "-v") {
+		out = append(out, "-o", "LogLevel=ERROR")
+	}
+	if !slices.Contains(opts, "-tt") && !slices.Contains(opts, "-t") {
+		out = append(out, "-T")
+	}
+	out = append(out, opts...)
+	out = append(out, "127.0.0.1")
+	return append(out, command...)
+}
+
+func cmdSSH(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 {
+		ts.Fatalf("usage: sshx KEY [ssh options... --] [command...]")
+	}
+	err := ts.Exec("ssh", sshArgs(ts, args[0], args[1:])...)
+	if err != nil {
+		ts.Logf("[%v]", err)
+		if !neg {
+			ts.Fatalf("unexpected ssh failure")
+		}
+	} else if neg {
+		ts.Fatalf("unexpected ssh success")
+	}
+}
+
+func cmdSSHLoop(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: sshloop N KEY [command...]")
+	}
+	n, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	for i := range n {
+		if err := ts.Exec("ssh", sshArgs(ts, args[1], args[2:])...); err == nil {
+			ts.Fatalf("attempt %d: ssh succeeded", i+1)
+		}
+	}
+}
+
+func cmdClock(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: clock DURATION")
+	}
+	_, err := time.ParseDuration(args[0])
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs("clock"), []byte(args[0]), 0o600))
+}
+
+// secureHeaders are the headers every response must carry, exactly.
+var secureHeaders = map[string]string{
+	"Content-Security-Policy":      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'",
+	"X-Content-Type-Options":       "nosniff",
+	"X-Frame-Options":              "DENY",
+	"Referrer-Policy":              "no-referrer",
+	"Cross-Origin-Opener-Policy":   "same-origin",
+	"Cross-Origin-Resource-Policy": "same-origin",
+}
+
+func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
+	fs := flag.NewFlagSet("http", flag.ContinueOnError)
+	tokenFile := fs.String("token", "", "file holding an API key")
+	var headers multiFlag
+	fs.Var(&headers, "H", "extra header 'Name: value'")
+	body := fs.String("body", "", "request body")
+	bodySize := fs.Int("bodysize", 0, "send a JSON string body of this many bytes")
+	secure := fs.Bool("secure", false, "fail unless every security header is present")
+	ts.Check(fs.Parse(args))
+	if fs.NArg() != 2 {
+		ts.Fatalf("usage: http [flags] METHOD PATH")
+	}
+	var rd io.Reader
+	switch {
+	case *bodySize > 0:
+		rd = bytes.NewReader(append(append([]byte(`{"name":"`), bytes.Repeat([]byte("a"), *bodySize)...), `"}`...))
+	case *body != "":
+		rd = strings.NewReader(*body)
+	}
+	req, err := http.NewRequest(fs.Arg(0), ts.Getenv("HTTP_URL")+fs.Arg(1), rd)
+	ts.Check(err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if *tokenFile != "" {
+		tok, err := os.ReadFile(ts.MkAbs(*tokenFile))
+		ts.Check(err)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	client := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	resp, err := client.Do(req)
+	ts.Check(err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP %d\n", resp.StatusCode)
+	names := make([]string, 0, len(resp.Header))
+	for k := range resp.Header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(resp.Header[k], ", "))
+	}
+	fmt.Fprintf(&b, "\n%s", data)
+	fmt.Fprint(ts.Stdout(), b.String())
+	if *secure {
+		for k, want := range secureHeaders {
+			if got := resp.Header.Get(k); got != want {
+				ts.Fatalf("%s %s → %d: header %s = %q, want %q", fs.Arg(0), fs.Arg(1), resp.StatusCode, k, got, want)
+			}
+		}
+		for _, k := range []string{"Permissions-Policy", "X-Request-Id"} {
+			if resp.Header.Get(k) == "" {
+				ts.Fatalf("%s %s → %d: header %s missing", fs.Arg(0), fs.Arg(1), resp.StatusCode, k)
+			}
+		}
+		for _, deny := range []string{"camera=()", "microphone=()", "geolocation=()", "usb=()"} {
+			if !strings.Contains(resp.Header.Get("Permissions-Policy"), deny) {
+				ts.Fatalf("Permissions-Policy lacks %s", deny)
+			}
+		}
+		if resp.Header.Get("Strict-Transport-Security") != "" {
+			ts.Fatalf("HSTS sent over plain HTTP")
+		}
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode >= 400 && !strings.HasPrefix(ct, "application/json") {
+			ts.Fatalf("error response with Content-Type %q, want JSON", ct)
+		}
+	}
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// cmdSSHProbe asks for things OpenSSH cannot show a refusal of (agent and
+// X11 requests want no reply from OpenSSH), using the Go client.
+func cmdSSHProbe(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: sshprobe KEY agent|x11|direct-tcpip|tcpip-forward|env")
+	}
+	pem, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	signer, err := gossh.ParsePrivateKey(pem)
+	ts.Check(err)
+	client, err := gossh.Dial("tcp", "127.0.0.1:"+ts.Getenv("SSH_PORT"), &gossh.ClientConfig{
+		User:            "probe",
+		Auth:            []gossh.AuthMethod{gossh.PublicKeys(signer)},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(), // the probe checks refusals, not the host
+		Timeout:         10 * time.Second,
+	})
+	ts.Check(err)
+	defer client.Close()
+	accepted := false
+	switch kind := args[1]; kind {
+	case "agent", "x11", "env":
+		sess, err := client.NewSession()
+		ts.Check(err)
+		defer sess.Close()
+		switch kind {
+		case "agent":
+			accepted, err = sess.SendRequest("auth-agent-req@openssh.com", true, nil)
+		case "x11":
+			payload := gossh.Marshal(struct {
+				Single   bool
+				Protocol string
+				Cookie   string
+				Screen   uint32
+			}{false, "MIT-MAGIC-COOKIE-1", "00112233445566778899aabbccddeeff", 0})
+			accepted, err = sess.SendRequest("x11-req", true, payload)
+		case "env":
+			accepted, err = sess.SendRequest("env", true, gossh.Marshal(struct{ Name, Value string }{"LANG", "C"}))
+		}
+		ts.Check(err)
+	case "direct-tcpip":
+		c, err := client.Dial("tcp", "127.0.0.1:"+ts.Getenv("SSH_PORT"))
+		if err == nil {
+			c.Close()
+			accepted = true
+		} else {
+			ts.Logf("direct-tcpip: %v", err)
+		}
+	case "tcpip-forward":
+		l, err := client.Listen("tcp", "127.0.0.1:0")
+		if err == nil {
+			l.Close()
+			accepted = true
+		} else {
+			ts.Logf("tcpip-forward: %v", err)
+		}
+	default:
+		ts.Fatalf("sshprobe: unknown kind %q", kind)
+	}
+	if accepted {
+		fmt.Fprintf(ts.Stdout(), "%s accepted\n", args[1])
+	} else {
+		fmt.Fprintf(ts.Stdout(), "%s refused\n", args[1])
+	}
+}
+
+func cmdAddKeys(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: addkeys N FILE")
+	}
+	n, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	var b strings.Builder
+	for i := range n {
+		pub, _, err := ed25519.GenerateKey(rand.Reader)
+		ts.Check(err)
+		pk, err := gossh.NewPublicKey(pub)
+		ts.Check(err)
+		fmt.Fprintf(&b, "%s gen-%d\n", strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pk))), i)
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(b.String()), 0o600))
+}
