@@ -74,6 +74,20 @@ func New(store Store, logger *slog.Logger, now func() time.Time) *Log {
 // first so that even a failing store leaves a trace. A zero e.Time is set to
 // the clock's now.
 func (l *Log) Record(ctx context.Context, e Entry) error {
+	e = l.normalize(e)
+	l.Line(ctx, e)
+	if l.store == nil {
+		return errors.New("audit: no store")
+	}
+	if _, err := l.store.InsertAudit(ctx, e); err != nil {
+		l.logger.LogAttrs(ctx, slog.LevelError, "audit row not written",
+			slog.String("action", e.Action), slog.Any("err", err))
+		return fmt.Errorf("write audit row %s: %w", e.Action, err)
+	}
+	return nil
+}
+
+func (l *Log) normalize(e Entry) Entry {
 	if e.Time.IsZero() {
 		e.Time = l.now()
 	}
@@ -81,6 +95,14 @@ func (l *Log) Record(ctx context.Context, e Entry) error {
 	if e.Result == "" {
 		e.Result = ResultOK
 	}
+	return e
+}
+
+// Line writes only the [audit] log line for e. Use it for an entry whose row
+// the store already committed in the same transaction as the change it
+// describes, so a crash can never keep the change and lose its row.
+func (l *Log) Line(ctx context.Context, e Entry) {
+	e = l.normalize(e)
 	level := slog.LevelInfo
 	if e.Result != ResultOK {
 		level = slog.LevelWarn
@@ -93,16 +115,8 @@ func (l *Log) Record(ctx context.Context, e Entry) error {
 		slog.String("addr", e.Addr),
 		slog.String("result", e.Result),
 		slog.String("detail", e.Detail),
+		slog.Time("time", e.Time),
 	)
-	if l.store == nil {
-		return errors.New("audit: no store")
-	}
-	if _, err := l.store.InsertAudit(ctx, e); err != nil {
-		l.logger.LogAttrs(ctx, slog.LevelError, "audit row not written",
-			slog.String("action", e.Action), slog.Any("err", err))
-		return fmt.Errorf("write audit row %s: %w", e.Action, err)
-	}
-	return nil
 }
 
 // List returns entries matching f, newest first.

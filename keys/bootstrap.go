@@ -94,8 +94,10 @@ func (s *Service) Bootstrap(ctx context.Context, adminKeysText, homeDir string) 
 		ks[i].User, ks[i].Created = name, now
 	}
 	actor := Actor{User: "sbx", Role: RoleAdmin, Front: FrontCLI}
-	u, err := s.store.CreateUser(ctx, User{Name: name, Role: RoleAdmin, Created: now}, ks)
-	s.record(ctx, actor, "user.bootstrap", name, "source="+r.Source+" keys="+fingerprints(ks), err)
+	e := s.entry(actor, "user.bootstrap", name)
+	e.Detail = "source=" + r.Source + " keys=" + fingerprints(ks)
+	u, err := s.store.CreateUser(ctx, User{Name: name, Role: RoleAdmin, Created: now}, ks, e)
+	s.finish(ctx, e, err)
 	if err != nil {
 		return r, fmt.Errorf("bootstrap: %w", err)
 	}

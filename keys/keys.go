@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"sbx.dev/sbx/audit"
 )
 
 // Role is what a user may do. Admins manage users; operators manage their own
@@ -87,34 +89,36 @@ type Actor struct {
 // Store is the storage keys needs; store.SQLite implements it. Methods that
 // guard an invariant across rows (last enabled admin, unique fingerprint) do
 // the check and the write in one transaction and report the keys sentinel
-// errors (ErrNotFound, ErrExists, ErrLastAdmin) wrapped with detail.
+// errors (ErrNotFound, ErrExists, ErrLastAdmin) wrapped with detail. Every
+// state-changing method takes the audit row describing its success and
+// commits it in the same transaction as the change.
 type Store interface {
 	// CreateUser inserts u and its keys atomically and returns u with its ID.
-	CreateUser(ctx context.Context, u User, keys []Key) (User, error)
+	CreateUser(ctx context.Context, u User, keys []Key, rec audit.Entry) (User, error)
 	// DeleteUser removes a user with its keys and API keys; ErrLastAdmin when
 	// it is the last enabled admin.
-	DeleteUser(ctx context.Context, name string) error
+	DeleteUser(ctx context.Context, name string, rec audit.Entry) error
 	// SetUserDisabled; ErrLastAdmin when disabling the last enabled admin.
-	SetUserDisabled(ctx context.Context, name string, disabled bool) error
+	SetUserDisabled(ctx context.Context, name string, disabled bool, rec audit.Entry) error
 	GetUser(ctx context.Context, name string) (User, error)
 	ListUsers(ctx context.Context) ([]User, error)
 	// CountEnabledAdmins counts users with role admin that are not disabled.
 	CountEnabledAdmins(ctx context.Context) (int, error)
 
 	// AddKeys adds keys to an existing user, all or none.
-	AddKeys(ctx context.Context, user string, keys []Key) error
+	AddKeys(ctx context.Context, user string, keys []Key, rec audit.Entry) error
 	// DeleteKey removes one key; ErrLastAdmin when it is the last key of the
 	// last enabled admin.
-	DeleteKey(ctx context.Context, user, fingerprint string) error
+	DeleteKey(ctx context.Context, user, fingerprint string, rec audit.Entry) error
 	ListKeys(ctx context.Context, user string) ([]Key, error)
 	// KeyByFingerprint returns the key and its owner.
 	KeyByFingerprint(ctx context.Context, fingerprint string) (Key, User, error)
 
-	CreateAPIKey(ctx context.Context, k APIKey, hash []byte) error
+	CreateAPIKey(ctx context.Context, k APIKey, hash []byte, rec audit.Entry) error
 	// APIKeyByID returns the key, the SHA-256 of its token and its owner.
 	APIKeyByID(ctx context.Context, id string) (APIKey, []byte, User, error)
 	ListAPIKeys(ctx context.Context, user string) ([]APIKey, error)
-	RevokeAPIKey(ctx context.Context, user, id string, at time.Time) error
+	RevokeAPIKey(ctx context.Context, user, id string, at time.Time, rec audit.Entry) error
 	TouchAPIKey(ctx context.Context, id string, at time.Time) error
 }
 

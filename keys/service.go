@@ -51,19 +51,30 @@ func resultOf(err error) string {
 	return audit.ResultError
 }
 
-// record writes the audit row for an action; a failing audit write is logged
-// by audit.Log and does not undo the action.
-func (s *Service) record(ctx context.Context, actor Actor, action, target, detail string, err error) {
-	if err != nil {
-		detail = strings.TrimSpace(detail + " " + err.Error())
+// entry starts the audit entry of an action; the store commits it with the
+// change on success, finish records it on failure.
+func (s *Service) entry(actor Actor, action, target string) audit.Entry {
+	return audit.Entry{
+		Time: s.now().UTC(), Actor: actor.User, Front: actor.Front, Action: action,
+		Target: target, Addr: actor.Addr, Result: audit.ResultOK,
 	}
+}
+
+// finish completes e once the action is over. On success the row is already
+// committed with the change and only the log line is left to write; on
+// failure nothing changed, and the row says why. A failing audit write is
+// logged by audit.Log and does not change the action's outcome.
+func (s *Service) finish(ctx context.Context, e audit.Entry, err error) {
 	if s.audit == nil {
 		return
 	}
-	_ = s.audit.Record(ctx, audit.Entry{
-		Time: s.now(), Actor: actor.User, Front: actor.Front, Action: action,
-		Target: target, Addr: actor.Addr, Result: resultOf(err), Detail: detail,
-	})
+	if err == nil {
+		s.audit.Line(ctx, e)
+		return
+	}
+	e.Result = resultOf(err)
+	e.Detail = strings.TrimSpace(e.Detail + " " + err.Error())
+	_ = s.audit.Record(ctx, e)
 }
 
 // authorize checks that actor may act on target's identity: admins on anyone,
@@ -123,9 +134,9 @@ func (s *Service) parseNewKeys(user, authorizedKeys string) ([]Key, error) {
 // AddUser creates a user with the keys in authorizedKeys (at least one),
 // atomically. Admins only.
 func (s *Service) AddUser(ctx context.Context, actor Actor, name string, role Role, authorizedKeys string) (u User, ks []Key, err error) {
-	defer func() {
-		s.record(ctx, actor, "user.add", name, fmt.Sprintf("role=%s keys=%s", role, fingerprints(ks)), err)
-	}()
+	e := s.entry(actor, "user.add", name)
+	e.Detail = "role=" + short(string(role))
+	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, name, false); err != nil {
 		return User{}, nil, err
 	}
@@ -139,7 +150,8 @@ func (s *Service) AddUser(ctx context.Context, actor Actor, name string, role Ro
 	if err != nil {
 		return User{}, nil, err
 	}
-	u, err = s.store.CreateUser(ctx, User{Name: name, Role: role, Created: s.now().UTC()}, ks)
+	e.Detail += " keys=" + fingerprints(ks)
+	u, err = s.store.CreateUser(ctx, User{Name: name, Role: role, Created: s.now().UTC()}, ks, e)
 	if err != nil {
 		return User{}, nil, err
 	}
@@ -149,11 +161,12 @@ func (s *Service) AddUser(ctx context.Context, actor Actor, name string, role Ro
 // RemoveUser deletes a user with all its keys. Admins only; never the last
 // enabled admin.
 func (s *Service) RemoveUser(ctx context.Context, actor Actor, name string) (err error) {
-	defer func() { s.record(ctx, actor, "user.rm", name, "", err) }()
+	e := s.entry(actor, "user.rm", name)
+	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, name, false); err != nil {
 		return err
 	}
-	return s.store.DeleteUser(ctx, name)
+	return s.store.DeleteUser(ctx, name, e)
 }
 
 // SetDisabled disables or enables a user. Admins only; never disables the last
@@ -163,11 +176,12 @@ func (s *Service) SetDisabled(ctx context.Context, actor Actor, name string, dis
 	if disabled {
 		action = "user.disable"
 	}
-	defer func() { s.record(ctx, actor, action, name, "", err) }()
+	e := s.entry(actor, action, name)
+	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, name, false); err != nil {
 		return err
 	}
-	return s.store.SetUserDisabled(ctx, name, disabled)
+	return s.store.SetUserDisabled(ctx, name, disabled, e)
 }
 
 // Users lists every user by name.
@@ -181,7 +195,8 @@ func (s *Service) User(ctx context.Context, name string) (User, error) {
 // AddKeys adds the keys in authorizedKeys to user. Users manage their own
 // keys; admins anyone's.
 func (s *Service) AddKeys(ctx context.Context, actor Actor, user, authorizedKeys string) (ks []Key, err error) {
-	defer func() { s.record(ctx, actor, "key.add", user, "keys="+fingerprints(ks), err) }()
+	e := s.entry(actor, "key.add", user)
+	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, user, true); err != nil {
 		return nil, err
 	}
@@ -189,7 +204,8 @@ func (s *Service) AddKeys(ctx context.Context, actor Actor, user, authorizedKeys
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.AddKeys(ctx, user, ks); err != nil {
+	e.Detail = "keys=" + fingerprints(ks)
+	if err := s.store.AddKeys(ctx, user, ks, e); err != nil {
 		return nil, err
 	}
 	return ks, nil
@@ -198,11 +214,13 @@ func (s *Service) AddKeys(ctx context.Context, actor Actor, user, authorizedKeys
 // RemoveKey removes the key with fingerprint from user; never the last key of
 // the last enabled admin.
 func (s *Service) RemoveKey(ctx context.Context, actor Actor, user, fingerprint string) (err error) {
-	defer func() { s.record(ctx, actor, "key.rm", user, "key="+short(fingerprint), err) }()
+	e := s.entry(actor, "key.rm", user)
+	e.Detail = "key=" + short(fingerprint)
+	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, user, true); err != nil {
 		return err
 	}
-	return s.store.DeleteKey(ctx, user, fingerprint)
+	return s.store.DeleteKey(ctx, user, fingerprint, e)
 }
 
 // Keys lists the SSH keys of user.
@@ -253,7 +271,9 @@ func validAPIKeyName(name string) error {
 // shown once and stored only as a SHA-256. ttl <= 0 means it never expires.
 // Users create their own keys; admins anyone's.
 func (s *Service) CreateAPIKey(ctx context.Context, actor Actor, user, name string, scopes []string, ttl time.Duration) (token string, k APIKey, err error) {
-	defer func() { s.record(ctx, actor, "apikey.create", user, "id="+k.ID+" name="+short(name), err) }()
+	e := s.entry(actor, "apikey.create", user)
+	e.Detail = "name=" + short(name)
+	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, user, true); err != nil {
 		return "", APIKey{}, err
 	}
@@ -274,7 +294,8 @@ func (s *Service) CreateAPIKey(ctx context.Context, actor Actor, user, name stri
 	if ttl > 0 {
 		k.Expires = now.Add(ttl)
 	}
-	if err := s.store.CreateAPIKey(ctx, k, hashToken(token)); err != nil {
+	e.Detail = "id=" + id + " " + e.Detail
+	if err := s.store.CreateAPIKey(ctx, k, hashToken(token), e); err != nil {
 		return "", APIKey{}, err
 	}
 	return token, k, nil
@@ -328,9 +349,11 @@ func (s *Service) APIKeys(ctx context.Context, user string) ([]APIKey, error) {
 // RevokeAPIKey revokes the API key id of user. Users revoke their own keys;
 // admins anyone's.
 func (s *Service) RevokeAPIKey(ctx context.Context, actor Actor, user, id string) (err error) {
-	defer func() { s.record(ctx, actor, "apikey.revoke", user, "id="+short(id), err) }()
+	e := s.entry(actor, "apikey.revoke", user)
+	e.Detail = "id=" + short(id)
+	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, user, true); err != nil {
 		return err
 	}
-	return s.store.RevokeAPIKey(ctx, user, id, s.now().UTC())
+	return s.store.RevokeAPIKey(ctx, user, id, s.now().UTC(), e)
 }

@@ -175,7 +175,10 @@ func TestAuthorization(t *testing.T) {
 		do   func() error
 		want error
 	}{
-		{"operator adds a user", func() error { _, _, err := e.svc.AddUser(ctx, actor("bob"), "eve", keys.RoleAdmin, mustLine(t)); return err }, keys.ErrForbidden},
+		{"operator adds a user", func() error {
+			_, _, err := e.svc.AddUser(ctx, actor("bob"), "eve", keys.RoleAdmin, mustLine(t))
+			return err
+		}, keys.ErrForbidden},
 		{"operator claiming admin role is looked up", func() error {
 			a := actor("bob")
 			a.Role = keys.RoleAdmin
@@ -192,7 +195,10 @@ func TestAuthorization(t *testing.T) {
 		}, keys.ErrForbidden},
 		{"operator adds own key", func() error { _, err := e.svc.AddKeys(ctx, actor("bob"), "bob", mustLine(t)); return err }, nil},
 		{"operator removes own key", func() error { return e.svc.RemoveKey(ctx, actor("bob"), "bob", bob[0].Fingerprint) }, nil},
-		{"operator creates own api key", func() error { _, _, err := e.svc.CreateAPIKey(ctx, actor("bob"), "bob", "laptop", []string{"mcp"}, 0); return err }, nil},
+		{"operator creates own api key", func() error {
+			_, _, err := e.svc.CreateAPIKey(ctx, actor("bob"), "bob", "laptop", []string{"mcp"}, 0)
+			return err
+		}, nil},
 		{"admin manages another's keys", func() error { return e.svc.RemoveKey(ctx, actor("alice"), "bob", bob[1].Fingerprint) }, nil},
 		{"unknown actor", func() error { _, err := e.svc.AddKeys(ctx, actor("ghost"), "ghost", mustLine(t)); return err }, keys.ErrForbidden},
 		{"anonymous actor", func() error { _, err := e.svc.AddKeys(ctx, actor(""), "", mustLine(t)); return err }, keys.ErrForbidden},

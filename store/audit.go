@@ -2,15 +2,41 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"sbx.dev/sbx/audit"
 )
 
 // InsertAudit writes one audit row.
 func (s *SQLite) InsertAudit(ctx context.Context, e audit.Entry) (int64, error) {
-	res, err := s.writer.ExecContext(ctx, `INSERT INTO audit (time, actor, front, action, target, addr, result, detail)
+	return insertAuditRow(ctx, s.writer, e)
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertAudit writes the audit row of a change inside the change's
+// transaction.
+func insertAudit(ctx context.Context, tx *sql.Tx, e audit.Entry) error {
+	_, err := insertAuditRow(ctx, tx, e)
+	return err
+}
+
+func insertAuditRow(ctx context.Context, db execer, e audit.Entry) (int64, error) {
+	if e.Action == "" {
+		return 0, fmt.Errorf("insert audit row: no action")
+	}
+	if e.Result == "" {
+		e.Result = audit.ResultOK
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	res, err := db.ExecContext(ctx, `INSERT INTO audit (time, actor, front, action, target, addr, result, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		nanos(e.Time), e.Actor, e.Front, e.Action, e.Target, e.Addr, e.Result, e.Detail)
 	if err != nil {

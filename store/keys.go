@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/keys"
 )
 
@@ -90,7 +91,7 @@ func insertKeys(ctx context.Context, tx *sql.Tx, userID int64, ks []keys.Key) er
 }
 
 // CreateUser inserts u and its keys in one transaction.
-func (s *SQLite) CreateUser(ctx context.Context, u keys.User, ks []keys.Key) (keys.User, error) {
+func (s *SQLite) CreateUser(ctx context.Context, u keys.User, ks []keys.Key, rec audit.Entry) (keys.User, error) {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "INSERT INTO users (name, role, disabled, created) VALUES (?, ?, ?, ?)",
 			u.Name, string(u.Role), u.Disabled, nanos(u.Created))
@@ -103,7 +104,10 @@ func (s *SQLite) CreateUser(ctx context.Context, u keys.User, ks []keys.Key) (ke
 		if u.ID, err = res.LastInsertId(); err != nil {
 			return err
 		}
-		return insertKeys(ctx, tx, u.ID, ks)
+		if err := insertKeys(ctx, tx, u.ID, ks); err != nil {
+			return err
+		}
+		return insertAudit(ctx, tx, rec)
 	})
 	if err != nil {
 		return keys.User{}, err
@@ -113,7 +117,7 @@ func (s *SQLite) CreateUser(ctx context.Context, u keys.User, ks []keys.Key) (ke
 
 // DeleteUser removes a user; its SSH and API keys go with it (ON DELETE
 // CASCADE). Audit rows keep the name.
-func (s *SQLite) DeleteUser(ctx context.Context, name string) error {
+func (s *SQLite) DeleteUser(ctx context.Context, name string, rec audit.Entry) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		u, err := getUser(ctx, tx, name)
 		if err != nil {
@@ -129,12 +133,12 @@ func (s *SQLite) DeleteUser(ctx context.Context, name string) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM users WHERE id = ?", u.ID); err != nil {
 			return fmt.Errorf("delete user %q: %w", name, err)
 		}
-		return nil
+		return insertAudit(ctx, tx, rec)
 	})
 }
 
 // SetUserDisabled disables or enables a user.
-func (s *SQLite) SetUserDisabled(ctx context.Context, name string, disabled bool) error {
+func (s *SQLite) SetUserDisabled(ctx context.Context, name string, disabled bool, rec audit.Entry) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		u, err := getUser(ctx, tx, name)
 		if err != nil {
@@ -152,7 +156,7 @@ func (s *SQLite) SetUserDisabled(ctx context.Context, name string, disabled bool
 		if _, err := tx.ExecContext(ctx, "UPDATE users SET disabled = ? WHERE id = ?", disabled, u.ID); err != nil {
 			return fmt.Errorf("update user %q: %w", name, err)
 		}
-		return nil
+		return insertAudit(ctx, tx, rec)
 	})
 }
 
@@ -185,19 +189,22 @@ func (s *SQLite) CountEnabledAdmins(ctx context.Context) (int, error) {
 }
 
 // AddKeys adds keys to user, all or none.
-func (s *SQLite) AddKeys(ctx context.Context, user string, ks []keys.Key) error {
+func (s *SQLite) AddKeys(ctx context.Context, user string, ks []keys.Key, rec audit.Entry) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		u, err := getUser(ctx, tx, user)
 		if err != nil {
 			return err
 		}
-		return insertKeys(ctx, tx, u.ID, ks)
+		if err := insertKeys(ctx, tx, u.ID, ks); err != nil {
+			return err
+		}
+		return insertAudit(ctx, tx, rec)
 	})
 }
 
 // DeleteKey removes one key of user, refusing the last key of the last
 // enabled admin.
-func (s *SQLite) DeleteKey(ctx context.Context, user, fingerprint string) error {
+func (s *SQLite) DeleteKey(ctx context.Context, user, fingerprint string, rec audit.Entry) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		u, err := getUser(ctx, tx, user)
 		if err != nil {
@@ -227,7 +234,7 @@ func (s *SQLite) DeleteKey(ctx context.Context, user, fingerprint string) error 
 		if _, err := tx.ExecContext(ctx, "DELETE FROM ssh_keys WHERE id = ?", id); err != nil {
 			return fmt.Errorf("delete key %s: %w", fingerprint, err)
 		}
-		return nil
+		return insertAudit(ctx, tx, rec)
 	})
 }
 
@@ -295,7 +302,7 @@ func (s *SQLite) KeyByFingerprint(ctx context.Context, fingerprint string) (keys
 }
 
 // CreateAPIKey stores an API key with the SHA-256 of its token.
-func (s *SQLite) CreateAPIKey(ctx context.Context, k keys.APIKey, hash []byte) error {
+func (s *SQLite) CreateAPIKey(ctx context.Context, k keys.APIKey, hash []byte, rec audit.Entry) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		u, err := getUser(ctx, tx, k.User)
 		if err != nil {
@@ -310,7 +317,7 @@ func (s *SQLite) CreateAPIKey(ctx context.Context, k keys.APIKey, hash []byte) e
 		if err != nil {
 			return fmt.Errorf("insert api key %s: %w", k.ID, err)
 		}
-		return nil
+		return insertAudit(ctx, tx, rec)
 	})
 }
 
@@ -373,7 +380,7 @@ func (s *SQLite) ListAPIKeys(ctx context.Context, user string) ([]keys.APIKey, e
 
 // RevokeAPIKey marks user's API key id revoked at at. Revoking twice keeps the
 // first time.
-func (s *SQLite) RevokeAPIKey(ctx context.Context, user, id string, at time.Time) error {
+func (s *SQLite) RevokeAPIKey(ctx context.Context, user, id string, at time.Time, rec audit.Entry) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		u, err := getUser(ctx, tx, user)
 		if err != nil {
@@ -386,7 +393,7 @@ func (s *SQLite) RevokeAPIKey(ctx context.Context, user, id string, at time.Time
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return fmt.Errorf("api key %s of user %q: %w", id, user, keys.ErrNotFound)
 		}
-		return nil
+		return insertAudit(ctx, tx, rec)
 	})
 }
 
