@@ -39,6 +39,9 @@ var (
 	_ audit.Store = (*SQLite)(nil)
 )
 
+// FileName is the database's name inside the data dir.
+const FileName = "sbx.db"
+
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 

@@ -231,3 +231,24 @@ func BenchmarkKeyByFingerprint(b *testing.B) {
 		}
 	}
 }
+
+// Regression: the audit row of a change used to be written after the change
+// committed, so a kill between the two kept the change and lost its row (the
+// crash test found it). Now a failing audit insert undoes the change.
+func TestRegressionAuditRowLostOnCrash(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "sbx.db"))
+	broken := audit.Entry{} // no action: the insert fails
+	if _, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, broken); err == nil {
+		t.Fatal("CreateUser succeeded with a failing audit row")
+	}
+	if _, err := s.GetUser(ctx, "a"); !errors.Is(err, keys.ErrNotFound) {
+		t.Errorf("user kept without its audit row: %v", err)
+	}
+	if _, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, testRec); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := s.ListAudit(ctx, audit.Filter{})
+	if len(rows) != 1 || rows[0].Action != "test" {
+		t.Errorf("rows %+v", rows)
+	}
+}
