@@ -98,6 +98,12 @@ func (s *Service) Bootstrap(ctx context.Context, adminKeysText, homeDir string) 
 	e.Detail = "source=" + r.Source + " keys=" + fingerprints(ks)
 	u, err := s.store.CreateUser(ctx, User{Name: name, Role: RoleAdmin, Created: now}, ks, e)
 	s.finish(ctx, e, err)
+	if errors.Is(err, ErrExists) {
+		// Another process starting on the same data dir may have won.
+		if n, cerr := s.store.CountEnabledAdmins(ctx); cerr == nil && n > 0 {
+			return BootstrapResult{Skipped: true}, nil
+		}
+	}
 	if err != nil {
 		return r, fmt.Errorf("bootstrap: %w", err)
 	}

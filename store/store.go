@@ -229,6 +229,14 @@ func (s *SQLite) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	// The writer pool has one connection: a transaction left open by a
+	// panic would block every later write, so roll back before re-panicking.
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err

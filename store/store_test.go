@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -250,5 +251,34 @@ func TestRegressionAuditRowLostOnCrash(t *testing.T) {
 	rows, _ := s.ListAudit(ctx, audit.Filter{})
 	if len(rows) != 1 || rows[0].Action != "test" {
 		t.Errorf("rows %+v", rows)
+	}
+}
+
+// A panic inside a write transaction must not leave the single writer
+// connection stuck in that transaction.
+func TestPanicInTransactionReleasesWriter(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "sbx.db"))
+	func() {
+		defer func() { recover() }()
+		s.tx(ctx, func(tx *sql.Tx) error {
+			tx.ExecContext(ctx, "INSERT INTO users (name, role, created) VALUES ('p', 'admin', 0)")
+			panic("boom")
+		})
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, testRec)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writer stuck after a panic inside a transaction")
+	}
+	if _, err := s.GetUser(ctx, "p"); !errors.Is(err, keys.ErrNotFound) {
+		t.Errorf("the panicking transaction's write was kept: %v", err)
 	}
 }
