@@ -5,7 +5,7 @@ package main
 // SQLite and real HTTP. Custom commands:
 //
 //	serve [-admin KEY] [-data DIR] [args...]  start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
-//	stop [-9] [-within DUR]                   SIGTERM (or SIGKILL) the server and wait; TERM must finish within DUR
+//	shutdown [-9] [-within DUR]                 SIGTERM (or SIGKILL) the server and wait; TERM must finish within DUR
 //	sshx KEY [ssh options... --] [command...] run OpenSSH as the owner of $WORK/KEY against the server
 //	sshloop N KEY [command...]                run sshx N times, each must fail authentication
 //	http [-token FILE] [-H 'K: V'] [-body S] [-bodysize N] [-secure] [-xff A] METHOD PATH
@@ -13,6 +13,7 @@ package main
 //	clock DUR                                 shift the server's clock by DUR (test clock file)
 //	sshprobe KEY KIND                         x/crypto client: ask for agent|x11|direct-tcpip|tcpip-forward|env and print accepted/refused
 //	addkeys N FILE                            write N fresh ed25519 public keys to FILE (authorized_keys text)
+//	sleep DUR                                 pause the script
 
 import (
 	"bytes"
@@ -55,13 +56,18 @@ func TestScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"serve":    cmdServe,
-			"stop":     cmdStop,
+			"shutdown": cmdStop,
 			"sshx":     cmdSSH,
 			"sshloop":  cmdSSHLoop,
 			"http":     cmdHTTP,
 			"clock":    cmdClock,
 			"sshprobe": cmdSSHProbe,
 			"addkeys":  cmdAddKeys,
+			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
+				d, err := time.ParseDuration(args[0])
+				ts.Check(err)
+				time.Sleep(d)
+			},
 		},
 	})
 }
@@ -92,15 +98,24 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("unsupported: ! serve")
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	admin := fs.String("admin", "", "register $WORK/NAME.pub as the first admin")
-	data := fs.String("data", "data", "data dir, relative to $WORK")
-	ts.Check(fs.Parse(args))
+	// -admin and -data are ours; everything else goes to `sbx serve`.
+	admin, data := "", "data"
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "-admin" && i+1 < len(args):
+			admin, i = args[i+1], i+1
+		case args[i] == "-data" && i+1 < len(args):
+			data, i = args[i+1], i+1
+		default:
+			rest = append(rest, args[i])
+		}
+	}
 	srv := serverOf(ts)
 	if srv.cmd != nil {
 		ts.Fatalf("serve: a server is already running; stop it first")
 	}
-	dataDir := ts.MkAbs(*data)
+	dataDir := ts.MkAbs(data)
 	addrFile := filepath.Join(dataDir, "sbx.addr")
 	_ = os.Remove(addrFile)
 
@@ -112,14 +127,14 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 			env = append(env, name+"="+v)
 		}
 	}
-	if *admin != "" {
-		pub, err := os.ReadFile(ts.MkAbs(*admin + ".pub"))
+	if admin != "" {
+		pub, err := os.ReadFile(ts.MkAbs(admin + ".pub"))
 		ts.Check(err)
 		env = append(env, "SBX_ADMIN_KEYS="+string(pub))
 	}
 	cmdArgs := append([]string{"serve", "--data", dataDir,
 		"--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-		"--test-hooks", "--test-clock-file", ts.MkAbs("clock")}, fs.Args()...)
+		"--test-hooks", "--test-clock-file", ts.MkAbs("clock")}, rest...)
 	cmd := exec.Command(lookPath(ts, "sbx"), cmdArgs...)
 	cmd.Env = env
 	cmd.Dir = ts.MkAbs(".")

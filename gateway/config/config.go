@@ -175,7 +175,8 @@ func decodeYAML(data []byte, cfg *Config) error {
 
 func applyEnv(cfg *Config, env map[string]string) error {
 	for _, name := range sortedKeys(env) {
-		if isOtherEnv(name) {
+		// An empty variable counts as unset, as SBX_DATA does.
+		if isOtherEnv(name) || env[name] == "" {
 			continue
 		}
 		f, ok := lookupEnv(name)

@@ -225,7 +225,15 @@ func (c Config) Validate() error {
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", c.Log.Level, "want debug, info, warn or error")
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	// One line, however many keys are wrong.
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // TrustedProxyPrefixes parses http.trusted_proxies; a bare address is a
