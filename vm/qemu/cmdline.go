@@ -69,7 +69,7 @@ func (m machine) args() []string {
 	a := []string{
 		"-name", "sbx/" + m.Name,
 		"-M", mach,
-		"-accel", m.Accel,
+		"-accel", accelArg(m.Accel),
 		"-m", fmt.Sprintf("%dM", m.MemoryMiB),
 		"-smp", fmt.Sprint(vcpus),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
@@ -103,6 +103,18 @@ func (m machine) args() []string {
 	}
 	return a
 }
+
+// accelArg caps TCG's translation cache: its 1 GiB default fills up over
+// a box's life and would count as the box's private memory.
+func accelArg(accel string) string {
+	if accel == "tcg" {
+		return "tcg,tb-size=" + fmt.Sprint(tcgCacheMiB)
+	}
+	return accel
+}
+
+// tcgCacheMiB is the TCG translation cache per box.
+const tcgCacheMiB = 64
 
 // shellQuote quotes s for /bin/sh (QEMU runs exec: URIs through it).
 func shellQuote(s string) string {

@@ -1,0 +1,250 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/initramfs"
+	"sbx.dev/sbx/vm/kernel"
+)
+
+// benchSetup is shared by the VM benchmarks: the best kernel found (small,
+// else stock), the probed accelerator, one Manager.
+type benchSetup struct {
+	m   *vm.Manager
+	b   *Backend
+	dir string
+}
+
+func newBench(b *testing.B) *benchSetup {
+	b.Helper()
+	dir := b.TempDir()
+	k, ok := smallKernel()
+	if !ok {
+		var err error
+		if k, err = kernel.Stock(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+	be, err := New(context.Background(), Config{DataDir: dir, Kernel: &k, Init: initramfs.BuildTestBinary(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := vm.New(context.Background(), vm.Config{Backend: be, BootTimeout: 5 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, bx := range m.List() {
+			m.Destroy(context.Background(), bx.Name)
+		}
+		m.Close()
+	})
+	return &benchSetup{m: m, b: be, dir: dir}
+}
+
+// samples collects one figure per iteration and reports min/median/p95/max.
+type samples struct {
+	name, unit string
+	v          []float64
+}
+
+func (s *samples) add(x float64) { s.v = append(s.v, x) }
+
+func (s *samples) stats() (lo, med, p95, hi float64) {
+	v := slices.Clone(s.v)
+	slices.Sort(v)
+	if len(v) == 0 {
+		return
+	}
+	at := func(q float64) float64 { return v[min(len(v)-1, int(q*float64(len(v)-1)+0.5))] }
+	return v[0], at(0.5), at(0.95), v[len(v)-1]
+}
+
+func (s *samples) report(b *testing.B) {
+	lo, med, p95, hi := s.stats()
+	b.ReportMetric(lo, "min-"+s.unit)
+	b.ReportMetric(med, "median-"+s.unit)
+	b.ReportMetric(p95, "p95-"+s.unit)
+	b.ReportMetric(hi, "max-"+s.unit)
+	b.ReportMetric(0, "ns/op")
+}
+
+var table struct {
+	sync.Mutex
+	rows []*samples
+}
+
+func addRow(s *samples) {
+	table.Lock()
+	table.rows = append(table.rows, s)
+	table.Unlock()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func startBox(ctx context.Context, b *testing.B, m *vm.Manager, name string) time.Duration {
+	if _, err := m.Create(ctx, name, vm.Spec{MemoryMiB: 256, WorkspaceMiB: 256}); err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	if _, err := m.Start(ctx, name); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
+}
+
+// BenchmarkVM measures the figures of `go tool task bench-vm` and prints
+// them as one table. Run with -benchtime 20x.
+func BenchmarkVM(b *testing.B) {
+	s := newBench(b)
+	ctx := context.Background()
+	k := s.b.Kernel()
+	fmt.Printf("kernel: %s %s (%s)\naccelerator: %s (%s)\n", k.Kind, k.Path, k.Release, s.b.Accel().Accel, s.b.Accel().Why)
+
+	b.Run("ColdBoot", func(b *testing.B) {
+		r := &samples{name: "cold boot to first agent reply", unit: "ms"}
+		for i := range b.N {
+			name := fmt.Sprintf("cold-%d", i)
+			r.add(ms(startBox(ctx, b, s.m, name)))
+			s.m.Destroy(ctx, name)
+		}
+		r.report(b)
+		addRow(r)
+	})
+
+	const box = "bench"
+	startBox(ctx, b, s.m, box)
+
+	b.Run("Wake", func(b *testing.B) {
+		r := &samples{name: "wake from snapshot to agent reply", unit: "ms"}
+		for range b.N {
+			if _, err := s.m.Sleep(ctx, box); err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			bx, err := s.m.Wake(ctx, box)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.add(ms(time.Since(t0)))
+			if bx.Reason != "restored from memory snapshot" {
+				b.Fatalf("wake was not a restore: %s", bx.Reason)
+			}
+		}
+		r.report(b)
+		addRow(r)
+	})
+
+	b.Run("Exec", func(b *testing.B) {
+		r := &samples{name: "exec round trip (true)", unit: "ms"}
+		for range b.N {
+			t0 := time.Now()
+			p, err := s.m.Exec(ctx, box, agent.ExecRequest{Argv: []string{"true"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Stdin().Close()
+			go io.Copy(io.Discard, p.Stdout())
+			go io.Copy(io.Discard, p.Stderr())
+			if st, err := p.Wait(); err != nil || st.Code != 0 {
+				b.Fatalf("true: %+v %v", st, err)
+			}
+			r.add(ms(time.Since(t0)))
+		}
+		r.report(b)
+		addRow(r)
+	})
+
+	b.Run("CopyOut", func(b *testing.B) {
+		const size = 16 << 20
+		data := make([]byte, size)
+		rand.Read(data)
+		if err := s.m.WriteFile(ctx, box, "copy.bin", 0o644, bytes.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+		r := &samples{name: "file copy out (16 MiB)", unit: "MB/s"}
+		b.SetBytes(size)
+		for range b.N {
+			t0 := time.Now()
+			rc, err := s.m.ReadFile(ctx, box, "copy.bin")
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, rc)
+			rc.Close()
+			if err != nil || n != size {
+				b.Fatalf("read %d bytes: %v", n, err)
+			}
+			r.add(float64(size) / 1e6 / time.Since(t0).Seconds())
+		}
+		r.report(b)
+		addRow(r)
+	})
+	s.m.Destroy(ctx, box)
+
+	b.Run("Parallel20", func(b *testing.B) {
+		r := &samples{name: "wall time to boot 20 boxes in parallel", unit: "s"}
+		mem := &samples{name: "private memory per idle box", unit: "MB"}
+		for i := range b.N {
+			names := make([]string, 20)
+			for j := range names {
+				names[j] = fmt.Sprintf("par-%d-%d", i, j)
+				if _, err := s.m.Create(ctx, names[j], vm.Spec{MemoryMiB: 256, WorkspaceMiB: 64}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			t0 := time.Now()
+			var wg sync.WaitGroup
+			errs := make(chan error, len(names))
+			for _, n := range names {
+				wg.Go(func() {
+					if _, err := s.m.Start(ctx, n); err != nil {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			r.add(time.Since(t0).Seconds())
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			if i == 0 {
+				time.Sleep(3 * time.Second) // idle
+				for _, n := range names {
+					st, err := s.m.Stats(ctx, n)
+					if err != nil {
+						b.Fatal(err)
+					}
+					mem.add(float64(st.PrivateBytes) / 1e6)
+				}
+			}
+			for _, n := range names {
+				s.m.Destroy(ctx, n)
+			}
+		}
+		r.report(b)
+		addRow(r)
+		addRow(mem)
+	})
+
+	table.Lock()
+	defer table.Unlock()
+	fmt.Fprintf(os.Stdout, "\n%-42s %5s %10s %10s %10s %10s\n", "figure", "n", "min", "median", "p95", "max")
+	for _, row := range table.rows {
+		lo, med, p95, hi := row.stats()
+		fmt.Fprintf(os.Stdout, "%-42s %5d %10.2f %10.2f %10.2f %10.2f  %s\n", row.name, len(row.v), lo, med, p95, hi, row.unit)
+	}
+	table.rows = nil
+}
