@@ -67,7 +67,7 @@ type env struct {
 }
 
 // newEnv is a Service over a real SQLite store in a temp dir.
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(context.Background(), filepath.Join(dir, "sbx.db"))
@@ -511,4 +511,41 @@ func TestAuditRowsAndLogLines(t *testing.T) {
 			t.Errorf("log lacks %s:\n%s", want, logs)
 		}
 	}
+}
+
+func BenchmarkUserByPublicKey(b *testing.B) {
+	e := newEnv(b)
+	_, signer := newKeyB(b)
+	if _, _, err := e.svc.AddUser(ctx, cli, "alice", keys.RoleAdmin, authLine(signer.PublicKey(), "")); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := e.svc.UserByPublicKey(ctx, signer.PublicKey()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUserByAPIKey(b *testing.B) {
+	e := newEnv(b)
+	_, signer := newKeyB(b)
+	e.svc.AddUser(ctx, cli, "alice", keys.RoleAdmin, authLine(signer.PublicKey(), ""))
+	token, _, err := e.svc.CreateAPIKey(ctx, cli, "alice", "bench", nil, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, _, err := e.svc.UserByAPIKey(ctx, token); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func newKeyB(b *testing.B) (string, ssh.Signer) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return authLine(s.PublicKey(), ""), s
 }
