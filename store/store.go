@@ -76,6 +76,13 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	// Create the file owner-only before SQLite does (it would use 0644); it
+	// holds key hashes and the audit log.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	} else {
+		f.Close()
+	}
 	writer, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -88,8 +95,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		writer.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	// Create the file with owner-only permissions; it holds key hashes and
-	// the audit log.
+	// SQLite creates the -wal and -shm files with the default mode.
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			writer.Close()

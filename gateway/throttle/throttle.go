@@ -42,11 +42,11 @@ func NewAuth(attempts int, window time.Duration, now func() time.Time) *Auth {
 	return &Auth{attempts: attempts, window: window, now: now, max: MaxClients, clients: map[string][]time.Time{}}
 }
 
-// key groups an IPv6 client by its /64, which one host typically owns whole;
-// anything else is used as given.
+// key groups an IPv6 client by its /64, which one host typically owns whole,
+// and drops a port if the caller passed "ip:port" (else every connection
+// would count as a new client); anything else is used as given.
 func key(client string) string {
-	if a, err := netip.ParseAddr(client); err == nil {
-		a = a.Unmap()
+	if a, ok := parseIP(client); ok {
 		if a.Is6() {
 			p, _ := a.Prefix(64)
 			return p.String()

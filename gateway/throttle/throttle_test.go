@@ -235,3 +235,18 @@ func BenchmarkAuthCheckFail(b *testing.B) {
 		a.Fail(c)
 	}
 }
+
+// A caller passing "ip:port" must not turn every connection into a new
+// client.
+func TestAuthIgnoresPort(t *testing.T) {
+	c := newClock()
+	a := NewAuth(2, time.Minute, c.now)
+	a.Fail("192.0.2.1:1000")
+	a.Fail("192.0.2.1:1001")
+	if _, ok := a.Check("192.0.2.1:1002"); ok {
+		t.Error("ports counted as different clients")
+	}
+	if _, ok := a.Check("192.0.2.1"); ok {
+		t.Error("ip:port and ip counted apart")
+	}
+}
