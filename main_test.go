@@ -14,14 +14,22 @@ package main
 //	sshprobe KEY KIND                         x/crypto client: ask for agent|x11|direct-tcpip|tcpip-forward|env and print accepted/refused
 //	addkeys N FILE                            write N fresh ed25519 public keys to FILE (authorized_keys text)
 //	sleep DUR                                 pause the script
+//	tlscert CERT KEY                          write a self-signed certificate for 127.0.0.1
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -63,6 +71,7 @@ func TestScripts(t *testing.T) {
 			"clock":    cmdClock,
 			"sshprobe": cmdSSHProbe,
 			"addkeys":  cmdAddKeys,
+			"tlscert":  cmdTLSCert,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])
 				ts.Check(err)
@@ -338,6 +347,9 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	client := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
+	}, Transport: &http.Transport{
+		// The test's own self-signed certificate (tlscert).
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
 	resp, err := client.Do(req)
 	ts.Check(err)
@@ -372,8 +384,12 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 				ts.Fatalf("Permissions-Policy lacks %s", deny)
 			}
 		}
-		if resp.Header.Get("Strict-Transport-Security") != "" {
+		hsts := resp.Header.Get("Strict-Transport-Security")
+		switch {
+		case resp.TLS == nil && hsts != "":
 			ts.Fatalf("HSTS sent over plain HTTP")
+		case resp.TLS != nil && hsts != "max-age=31536000; includeSubDomains":
+			ts.Fatalf("HSTS under TLS = %q", hsts)
 		}
 		if ct := resp.Header.Get("Content-Type"); resp.StatusCode >= 400 && !strings.HasPrefix(ct, "application/json") {
 			ts.Fatalf("error response with Content-Type %q, want JSON", ct)
@@ -392,9 +408,9 @@ func cmdSSHProbe(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 {
 		ts.Fatalf("usage: sshprobe KEY agent|x11|direct-tcpip|tcpip-forward|env")
 	}
-	pem, err := os.ReadFile(ts.MkAbs(args[0]))
+	keyPEM, err := os.ReadFile(ts.MkAbs(args[0]))
 	ts.Check(err)
-	signer, err := gossh.ParsePrivateKey(pem)
+	signer, err := gossh.ParsePrivateKey(keyPEM)
 	ts.Check(err)
 	client, err := gossh.Dial("tcp", "127.0.0.1:"+ts.Getenv("SSH_PORT"), &gossh.ClientConfig{
 		User:            "probe",
@@ -466,4 +482,27 @@ func cmdAddKeys(ts *testscript.TestScript, neg bool, args []string) {
 		fmt.Fprintf(&b, "%s gen-%d\n", strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pk))), i)
 	}
 	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(b.String()), 0o600))
+}
+
+func cmdTLSCert(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: tlscert CERT KEY")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ts.Check(err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "sbx test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ts.Check(err)
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600))
 }

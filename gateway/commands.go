@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/gateway/config"
+	"sbx.dev/sbx/gateway/web"
 )
 
 // configFlags are the flags `sbx serve` and `sbx config` share: the data dir,
@@ -173,10 +174,12 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 			}
 		}
 	}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	// Lines logged with a request's context ([audit] included) carry its id.
+	return slog.New(web.LogHandler(h))
 }
 
 // offsetClock is time.Now shifted by the duration in path (re-read on every

@@ -47,7 +47,7 @@ func (s *Server) authed(next http.Handler) http.Handler {
 		log := Logger(r.Context())
 		if wait, ok := s.Throttle.Check(client); !ok {
 			s.metrics.Auth("http", metrics.ResultThrottled)
-			log.Warn("http auth throttled", "client", client, "retry_after", wait)
+			log.WarnContext(r.Context(), "http auth throttled", "client", client, "retry_after", wait)
 			retryAfter(w, wait)
 			writeError(w, r, http.StatusTooManyRequests, "too many failed authentication attempts; retry later")
 			return
@@ -64,7 +64,7 @@ func (s *Server) authed(next http.Handler) http.Handler {
 		if err != nil {
 			s.Throttle.Fail(client)
 			s.metrics.Auth("http", metrics.ResultFail)
-			log.Info("http auth failed", "client", client, "err", err)
+			log.InfoContext(r.Context(), "http auth failed", "client", client, "err", err)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx", error="invalid_token"`)
 			msg := keys.ErrBadToken.Error()
 			if errors.Is(err, keys.ErrDisabled) {
@@ -76,7 +76,7 @@ func (s *Server) authed(next http.Handler) http.Handler {
 		s.metrics.Auth("http", metrics.ResultOK)
 		if s.Rate != nil {
 			if wait, ok := s.Rate.Allow(user.Name); !ok {
-				log.Warn("http rate limited", "user", user.Name, "retry_after", wait)
+				log.WarnContext(r.Context(), "http rate limited", "user", user.Name, "retry_after", wait)
 				retryAfter(w, wait)
 				writeError(w, r, http.StatusTooManyRequests, "rate limit exceeded; retry later")
 				return
@@ -209,7 +209,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, keys.ErrInvalid):
 		writeError(w, r, http.StatusBadRequest, err.Error())
 	default:
-		Logger(r.Context()).Error("request failed", "err", err)
+		Logger(r.Context()).ErrorContext(r.Context(), "request failed", "err", err)
 		writeError(w, r, http.StatusInternalServerError, "internal error")
 	}
 }

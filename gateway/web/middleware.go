@@ -46,6 +46,33 @@ func Logger(ctx context.Context) *slog.Logger {
 	return slog.Default()
 }
 
+// LogHandler adds the request id carried by a record's context, so lines
+// written deep in the core (the [audit] lines) name the HTTP request too.
+// Log with the *Context methods to benefit.
+func LogHandler(h slog.Handler) slog.Handler {
+	if _, ok := h.(ctxHandler); ok {
+		return h
+	}
+	return ctxHandler{h}
+}
+
+type ctxHandler struct{ slog.Handler }
+
+func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := RequestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h ctxHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return ctxHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h ctxHandler) WithGroup(name string) slog.Handler {
+	return ctxHandler{h.Handler.WithGroup(name)}
+}
+
 func newRequestID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥1.24)
@@ -101,7 +128,7 @@ func (s *Server) outer(next http.Handler) http.Handler {
 		id := newRequestID()
 		setSecurityHeaders(w.Header(), r.TLS != nil)
 		w.Header().Set(RequestIDHeader, id)
-		logger := s.log.With("request_id", id)
+		logger := s.log
 		ctx := context.WithValue(r.Context(), requestIDKey, id)
 		ctx = context.WithValue(ctx, loggerKey, logger)
 		r = r.WithContext(ctx)
@@ -113,7 +140,7 @@ func (s *Server) outer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				logger.Error("http handler panic", "method", r.Method, "path", r.URL.Path,
+				logger.ErrorContext(ctx, "http handler panic", "method", r.Method, "path", r.URL.Path,
 					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				if sw.status == 0 {
 					writeError(sw, r, http.StatusInternalServerError, "internal error")
@@ -123,7 +150,7 @@ func (s *Server) outer(next http.Handler) http.Handler {
 				sw.status = http.StatusOK
 			}
 			s.metrics.HTTPRequest(route, sw.status)
-			logger.Info("http request", "method", r.Method, "path", r.URL.Path, "route", route,
+			logger.InfoContext(ctx, "http request", "method", r.Method, "path", r.URL.Path, "route", route,
 				"status", sw.status, "bytes", sw.written, "duration", time.Since(start),
 				"client", s.clientAddr(r))
 		}()

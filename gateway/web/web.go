@@ -61,6 +61,7 @@ func New(o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Logger = slog.New(LogHandler(o.Logger.Handler()))
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
 	}
