@@ -22,13 +22,14 @@ type automaton struct {
 	fail   []int32  // failure link (state index)
 	isPre  []bool   // the state's text is a prefix of a known secret
 
-	secrets int // number of distinct secret strings compiled in
+	secrets  int // number of distinct secret strings compiled in
+	twoLanes int // buffers this long or longer are walked in two lanes
 }
 
 // compile builds the automaton for the given secrets and trigger strings.
 // Secrets are used as given: splitting and length checks happen in the caller.
 func compile(secrets [][]byte, triggers []string) *automaton {
-	a := &automaton{secrets: len(secrets)}
+	a := &automaton{secrets: len(secrets), twoLanes: twoLanes}
 
 	// Byte classes: every byte used by some pattern gets its own column.
 	used := [256]bool{}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"testing/iotest"
 )
@@ -96,4 +97,37 @@ func chunking(n int, plan []byte) []int {
 		cuts = append(cuts, at)
 	}
 	return cuts
+}
+
+// FuzzLanes: the two-lane walk finds exactly what the one-lane walk finds,
+// wherever the middle falls (inside a secret, a trigger or a key header).
+func FuzzLanes(f *testing.F) {
+	r, err := New(context.Background(), func(context.Context) ([]string, error) { return fuzzSecrets, nil },
+		Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	one, two := *r.current(), *r.current()
+	one.twoLanes, two.twoLanes = 1<<62, 2
+	for _, c := range redactCases {
+		f.Add([]byte(c.in), false)
+	}
+	for _, s := range fuzzSecrets {
+		f.Add([]byte("..."+s+"..."+s), true)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, final bool) {
+		for _, force := range []bool{false, true} {
+			s1, h1, k1 := one.scan(in, 0, final, force, &scratch{})
+			s2, h2, k2 := two.scan(in, 0, final, force, &scratch{})
+			s1, s2 = merge(s1), merge(s2)
+			if h1 != h2 || k1 != k2 || !slices.Equal(s1, s2) {
+				t.Fatalf("lanes disagree on %q (final %v force %v):\none: %v %d %d\ntwo: %v %d %d", in, final, force, s1, h1, k1, s2, h2, k2)
+			}
+		}
+		o1, _ := one.redact(in)
+		o2, _ := two.redact(in)
+		if !bytes.Equal(o1, o2) {
+			t.Fatalf("lanes disagree on %q:\none %q\ntwo %q", in, o1, o2)
+		}
+	})
 }

@@ -29,33 +29,126 @@ var keyEnd = []byte("-----END")
 // emitted and the value, seen later without it, would pass as plain text.
 type span struct{ s, e, a int }
 
+// hit is a position where the automaton entered a reporting state: buf[i]
+// completed a match in state st. Only matches starting before lim count
+// (lim cuts off what the other lane reports itself).
+type hit struct {
+	i, lim int
+	st     int32
+}
+
+// scratch holds the per-scan buffers, reused across the chunks of a stream.
+type scratch struct {
+	hits, lane2, tail []hit
+	spans             []span
+}
+
+// twoLanes is the buffer size from which the walk runs two lanes (below
+// it the lanes' bookkeeping costs more than it saves).
+const twoLanes = 1024
+
+// walk runs the automaton over buf and records every hit. It returns the
+// state (row offset) after the last byte.
+//
+// Big buffers are walked in two interleaved lanes (first and second half):
+// each step's table lookup depends on the previous one, so one lane waits on
+// memory; two independent chains keep the core busy and nearly double the
+// throughput. Lane 1 then runs on past the middle for as long as it is inside
+// a match that began before it; after that both lanes are in the same state.
+func (a *automaton) walk(buf []byte, sc *scratch) int32 {
+	trans, class, stride := a.trans, &a.class, a.stride
+	hits := sc.hits[:0]
+	n := len(buf)
+	if n < a.twoLanes || n < 2 {
+		s := int32(0)
+		for i := 0; i < n; i++ {
+			v := trans[s+int32(class[buf[i]])]
+			if v < 0 {
+				v = ^v
+				hits = append(hits, hit{i, n, v / stride})
+			}
+			s = v
+		}
+		sc.hits = hits
+		return s
+	}
+	mid := n / 2
+	second := buf[mid : 2*mid]
+	lane2 := sc.lane2[:0]
+	s1, s2 := int32(0), int32(0)
+	for i, c := range buf[:mid] {
+		v1 := trans[s1+int32(class[c])]
+		v2 := trans[s2+int32(class[second[i]])]
+		if v1|v2 < 0 {
+			if v1 < 0 {
+				v1 = ^v1
+				hits = append(hits, hit{i, n, v1 / stride})
+			}
+			if v2 < 0 {
+				v2 = ^v2
+				lane2 = append(lane2, hit{mid + i, n, v2 / stride})
+			}
+		}
+		s1, s2 = v1, v2
+	}
+	if 2*mid < n { // odd length: lane 2 takes the last byte
+		v := trans[s2+int32(class[buf[n-1]])]
+		if v < 0 {
+			v = ^v
+			lane2 = append(lane2, hit{n - 1, n, v / stride})
+		}
+		s2 = v
+	}
+	tail := sc.tail[:0]
+	j := mid
+	for ; j < n && int(a.depth[s1/stride]) > j-mid; j++ {
+		v := trans[s1+int32(class[buf[j]])]
+		if v < 0 {
+			v = ^v
+			tail = append(tail, hit{j, mid, v / stride})
+		}
+		s1 = v
+	}
+	// Merge lane 1's tail into lane 2's hits by position.
+	k := 0
+	for _, h := range lane2 {
+		for k < len(tail) && tail[k].i <= h.i {
+			hits = append(hits, tail[k])
+			k++
+		}
+		hits = append(hits, h)
+	}
+	hits = append(hits, tail[k:]...)
+	sc.hits, sc.lane2, sc.tail = hits, lane2, tail
+	if j == n {
+		return s1 // lane 1 was inside a match to the very end
+	}
+	return s2
+}
+
 // scan runs the automaton over buf once and decides every match it can.
 // It returns the spans to redact, hold (the first byte that cannot be
 // emitted yet because a match might start there) and, when a private-key
-// header was found, key: the end of that header (the scan stops there).
+// header was found, key: the end of that header (nothing after it counts).
 // prev is the byte before buf[0]; final means no more input follows, force
-// means undecided pattern values are decided as if it did (AC prefixes are
-// still held).
-func (a *automaton) scan(buf []byte, prev byte, final, force bool, spans []span) (_ []span, hold, key int) {
+// means undecided pattern values are decided as if it did.
+func (a *automaton) scan(buf []byte, prev byte, final, force bool, sc *scratch) (_ []span, hold, key int) {
 	hold, key = len(buf), -1
 	decideAll := final || force
-	trans, class, stride := a.trans, &a.class, a.stride
-	s := int32(0)
-	for i := 0; i < len(buf); i++ {
-		v := trans[s+int32(class[buf[i]])]
-		if v >= 0 {
-			s = v
-			continue
-		}
-		v = ^v
-		s = v
-		st := v / stride
-		if n := int(a.secret[st]); n > 0 {
+	s := a.walk(buf, sc)
+	spans := sc.spans[:0]
+	defer func() { sc.spans = spans }()
+	for _, h := range sc.hits {
+		i := h.i
+		if n := int(a.secret[h.st]); n > 0 && i+1-n < h.lim {
 			spans = append(spans, span{i + 1 - n, i + 1, i + 1 - n})
 		}
-		for t := a.trig[st]; t != 0; t &= t - 1 {
+		for t := a.trig[h.st]; t != 0; t &= t - 1 {
 			tr := &triggers[bits.TrailingZeros64(t)]
 			ts, te := i+1-len(tr.text), i+1
+			if ts >= h.lim {
+				continue
+			}
 			if tr.key {
 				switch e, vd := keyHeader(buf, ts, te, decideAll); vd {
 				case found:
@@ -81,12 +174,12 @@ func (a *automaton) scan(buf []byte, prev byte, final, force bool, spans []span)
 	if decideAll {
 		// The stream ends inside what may be a known secret: its prefix is
 		// part of a secret too, so do not show it.
-		if n := a.secretPrefixAt(s / stride); n >= minSecret {
+		if n := a.secretPrefixAt(s / a.stride); n >= minSecret {
 			spans = append(spans, span{len(buf) - n, len(buf), len(buf) - n})
 		}
 		return spans, len(buf), -1
 	}
-	hold = min(hold, len(buf)-int(a.depth[s/stride]))
+	hold = min(hold, len(buf)-int(a.depth[s/a.stride]))
 	return spans, hold, -1
 }
 
@@ -147,7 +240,7 @@ type stream struct {
 	inKey  bool   // inside a private-key body
 	keyLen int    // body bytes swallowed so far
 	keyNL  bool   // the body spans lines
-	spans  []span // scratch
+	sc     scratch
 }
 
 // feed appends p to the held-back input and appends to out everything that
@@ -190,9 +283,9 @@ func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
 			prev = buf[pos-1]
 		}
 		rest := buf[pos:]
-		spans, hold, key := a.scan(rest, prev, final, false, st.spans[:0])
+		spans, hold, key := a.scan(rest, prev, final, false, &st.sc)
 		if key < 0 && !final && len(rest)-hold > maxHold {
-			spans, hold, key = a.scan(rest, prev, false, true, spans[:0])
+			spans, hold, key = a.scan(rest, prev, false, true, &st.sc)
 		}
 		end := hold
 		if key >= 0 {
@@ -225,7 +318,6 @@ func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
 			}
 		}
 		out = emit(out, rest, spans[:n], end)
-		st.spans = spans[:0]
 		pos += end
 		if key >= 0 {
 			st.inKey, st.keyLen, st.keyNL = true, 0, false
@@ -257,9 +349,13 @@ func (st *stream) closeKey(out []byte) []byte {
 // redact is the one-shot form: the common case (nothing to redact) costs one
 // scan and no copy.
 func (a *automaton) redact(b []byte) ([]byte, bool) {
-	spans, _, key := a.scan(b, 0, true, false, nil)
+	var sc scratch
+	spans, _, key := a.scan(b, 0, true, false, &sc)
 	if key < 0 && len(spans) == 0 {
 		return b, false
+	}
+	if key < 0 {
+		return emit(make([]byte, 0, len(b)+16), b, merge(spans), len(b)), true
 	}
 	var st stream
 	return st.feed(a, make([]byte, 0, len(b)+len(b)/8+16), b, true), true
