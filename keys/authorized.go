@@ -116,7 +116,7 @@ func ParseAuthorizedKey(line string) (Key, error) {
 	return Key{
 		Fingerprint: ssh.FingerprintSHA256(pk),
 		Type:        typ,
-		Comment:     strings.Join(fields[2:], " "),
+		Comment:     cleanComment(strings.Join(fields[2:], " ")),
 		PublicKey:   pk,
 	}, nil
 }
@@ -129,4 +129,24 @@ func short(s string) string {
 		return s[:max] + "..."
 	}
 	return s
+}
+
+// maxComment bounds a key comment.
+const maxComment = 256
+
+// cleanComment replaces control characters (terminal escapes would reach
+// whoever lists the keys over SSH) and invalid UTF-8 with '?', and bounds the
+// length.
+func cleanComment(c string) string {
+	c = strings.ToValidUTF8(c, "?")
+	c = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, c)
+	if len(c) > maxComment {
+		c = strings.ToValidUTF8(c[:maxComment], "")
+	}
+	return c
 }

@@ -146,9 +146,17 @@ func TestParseAuthorizedKeysAccepts(t *testing.T) {
 			}
 		})
 	}
-	got, _ := keys.ParseAuthorizedKeys(authLine(k["ed25519"], "alice  at   laptop"))
-	if got[0].Comment != "alice at laptop" {
-		t.Errorf("comment %q", got[0].Comment)
+	for in, want := range map[string]string{
+		"alice  at   laptop":          "alice at laptop",
+		"evil\x1b[2J\x07bell":         "evil?[2J?bell",
+		"c1\u009bcontrol \xff\xfe ok": "c1?control ? ok",
+		"naïve café":                  "naïve café",
+		strings.Repeat("é", 200):      strings.Repeat("é", 128),
+	} {
+		got, err := keys.ParseAuthorizedKeys(authLine(k["ed25519"], in))
+		if err != nil || got[0].Comment != want {
+			t.Errorf("comment %q: got %q (%v), want %q", in, got[0].Comment, err, want)
+		}
 	}
 }
 
@@ -226,6 +234,11 @@ func FuzzParseAuthorizedKeys(f *testing.F) {
 			switch k.Type {
 			case "ssh-dss", ssh.CertAlgoED25519v01, ssh.CertAlgoRSAv01:
 				t.Fatalf("accepted refused type %s", k.Type)
+			}
+			for _, r := range k.Comment {
+				if r < 0x20 || r == 0x7f {
+					t.Fatalf("comment %q keeps a control character", k.Comment)
+				}
 			}
 			// What we accept round-trips.
 			again, err := keys.ParseAuthorizedKey(string(ssh.MarshalAuthorizedKey(k.PublicKey)))
