@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -87,7 +88,40 @@ func (l *Log) Record(ctx context.Context, e Entry) error {
 	return nil
 }
 
+// Field bounds applied by Clean.
+const (
+	maxField  = 256
+	maxDetail = 2048
+)
+
+// Clean makes e safe to show on a terminal or a page: control characters
+// (terminal escapes) and invalid UTF-8 become '?', and fields are bounded.
+// Targets and details often carry what a client typed. Stores call it on
+// every row they write.
+func Clean(e Entry) Entry {
+	for _, f := range []*string{&e.Actor, &e.Front, &e.Action, &e.Target, &e.Addr, &e.Result} {
+		*f = clean(*f, maxField)
+	}
+	e.Detail = clean(e.Detail, maxDetail)
+	return e
+}
+
+func clean(s string, max int) string {
+	s = strings.ToValidUTF8(s, "?")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "..."
+	}
+	return s
+}
+
 func (l *Log) normalize(e Entry) Entry {
+	e = Clean(e)
 	if e.Time.IsZero() {
 		e.Time = l.now()
 	}

@@ -115,3 +115,18 @@ func TestRecordOnBrokenStoreStillLogs(t *testing.T) {
 		t.Errorf("log: %s", buf)
 	}
 }
+
+func TestCleanStripsTerminalEscapes(t *testing.T) {
+	log, _, buf, _ := newLog(t)
+	log.Record(ctx, audit.Entry{Actor: "a", Action: "user.rm", Target: "x\x1b]0;pwned\x07", Detail: strings.Repeat("d", 5000) + "\n"})
+	rows, _ := log.List(ctx, audit.Filter{})
+	if rows[0].Target != "x?]0;pwned?" {
+		t.Errorf("target %q", rows[0].Target)
+	}
+	if len(rows[0].Detail) > 2048+3 || strings.Contains(rows[0].Detail, "\n") {
+		t.Errorf("detail not bounded: %d bytes", len(rows[0].Detail))
+	}
+	if strings.Contains(buf.String(), "\x1b") {
+		t.Error("escape reached the log")
+	}
+}

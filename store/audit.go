@@ -30,6 +30,7 @@ func insertAuditRow(ctx context.Context, db execer, e audit.Entry) (int64, error
 	if e.Action == "" {
 		return 0, fmt.Errorf("insert audit row: no action")
 	}
+	e = audit.Clean(e)
 	if e.Result == "" {
 		e.Result = audit.ResultOK
 	}
