@@ -313,6 +313,8 @@ var triggers = func() []trigger {
 	add(tokenCheck(alnum, 30), "npm_")
 	add(tokenCheck(slackCh, 10), "xoxa-", "xoxb-", "xoxp-", "xoxr-")
 	add(tokenCheck(upperD, 16), "AKIA", "ASIA")
+	// sbx's own API keys (keys.TokenPrefix): sbx_<8 base62 id>_<32+ base62>.
+	add(tokenCheck(word, 41), "sbx_")
 	add(skCheck, "sk-")
 	add(bearerCheck, "Bearer ", "bearer ", "BEARER ")
 	add(urlCheck, "://")
@@ -340,7 +342,7 @@ func triggerTexts() []string {
 // labels are the credential prefixes kept in a replacement, longest first,
 // so an operator sees what kind of credential leaked.
 var labels = []string{"github_pat_", "sk-ant-", "glpat-", "xoxa-", "xoxb-", "xoxp-", "xoxr-",
-	"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "npm_", "AKIA", "ASIA", "sk-"}
+	"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "npm_", "sbx_", "AKIA", "ASIA", "sk-"}
 
 // isRedacted reports whether v is already a replacement ("…", "ghp_…ABCD"),
 // so that redacting redacted text changes nothing.

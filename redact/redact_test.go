@@ -81,6 +81,9 @@ var redactCases = []redactCase{
 	{"npm", "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789",
 		"//registry.npmjs.org/:_authToken=npm_…6789"},
 	{"near npm", "npm_config_cache=/tmp/npm npm_package_name", "npm_config_cache=/tmp/npm npm_package_name"},
+	// sbx API keys.
+	{"sbx key", "key sbx_AbCd1234_0123456789abcdefghijABCDEFGHIJ0123456789 ok", "key sbx_…6789 ok"},
+	{"near sbx", "sbx_test sbx_AbCd1234_short", "sbx_test sbx_AbCd1234_short"},
 	// Assignments.
 	{"env token", "export GITHUB_TOKEN=abcdef0123456789abcdef", "export GITHUB_TOKEN=…cdef"},
 	{"env password short", "DB_PASSWORD=hunter2 psql", "DB_PASSWORD=… psql"},
