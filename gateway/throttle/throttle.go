@@ -9,6 +9,13 @@ import (
 	"time"
 )
 
+// The failed-auth defaults every front shares: 20 failures per client per 10
+// minutes.
+const (
+	DefaultAttempts = 20
+	DefaultWindow   = 10 * time.Minute
+)
+
 // MaxClients bounds how many clients (or users) a throttle tracks. When full,
 // expired entries are swept; if that is not enough, the least recently
 // active entry is dropped.

@@ -17,7 +17,7 @@ func newClock() *clock               { return &clock{t: time.Date(2026, 11, 29, 
 
 func TestAuthRefusesAttempt21AndRecoversAfterWindow(t *testing.T) {
 	c := newClock()
-	a := NewAuth(20, 10*time.Minute, c.now)
+	a := NewAuth(DefaultAttempts, DefaultWindow, c.now)
 	for i := 1; i <= 20; i++ {
 		if _, ok := a.Check("203.0.113.7"); !ok {
 			t.Fatalf("attempt %d refused, want allowed", i)
