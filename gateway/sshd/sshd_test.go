@@ -1,0 +1,264 @@
+package sshd
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/store"
+)
+
+// fixture is a real SSH front over a real SQLite store.
+type fixture struct {
+	addr   string
+	admin  gossh.Signer
+	op     gossh.Signer
+	logbuf *bytes.Buffer
+}
+
+func newSigner(t testing.TB) gossh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func authorized(s gossh.Signer) string { return string(gossh.MarshalAuthorizedKey(s.PublicKey())) }
+
+func start(t *testing.T, attempts int) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var logbuf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logbuf, nil))
+	al := audit.New(st, logger, nil)
+	svc := keys.NewService(st, al, nil)
+	f := &fixture{admin: newSigner(t), op: newSigner(t), logbuf: &logbuf}
+	if _, err := svc.Bootstrap(ctx, authorized(f.admin), ""); err != nil {
+		t.Fatal(err)
+	}
+	actor := keys.Actor{User: "admin", Role: keys.RoleAdmin, Front: "test"}
+	if _, _, err := svc.AddUser(ctx, actor, "bob", keys.RoleOperator, authorized(f.op)); err != nil {
+		t.Fatal(err)
+	}
+	host := newSigner(t)
+	srv, err := New(Options{
+		HostKey: host, Identity: svc, Audit: al, Logger: logger,
+		Throttle:  throttle.NewAuth(attempts, time.Minute, nil),
+		TestHooks: true, HandshakeTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	f.addr = ln.Addr().String()
+	return f
+}
+
+func (f *fixture) dial(auth ...gossh.AuthMethod) (*gossh.Client, error) {
+	return gossh.Dial("tcp", f.addr, &gossh.ClientConfig{
+		User: "x", Auth: auth, Timeout: 5 * time.Second,
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(), // the host is the fixture's
+	})
+}
+
+func run(t *testing.T, c *gossh.Client, cmd string) (stdout, stderr string, err error) {
+	t.Helper()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	var o, e bytes.Buffer
+	sess.Stdout, sess.Stderr = &o, &e
+	err = sess.Run(cmd)
+	return o.String(), e.String(), err
+}
+
+func TestRequestsAndChannels(t *testing.T) {
+	f := start(t, 20)
+	c, err := f.dial(gossh.PublicKeys(f.admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cases := []struct {
+		req  string
+		want bool
+	}{
+		{"auth-agent-req@openssh.com", false},
+		{"x11-req", false},
+		{"signal", false},
+		{"keepalive@openssh.com", false},
+		{"env", true},
+	}
+	for _, tc := range cases {
+		sess, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var payload []byte
+		if tc.req == "env" {
+			payload = gossh.Marshal(struct{ K, V string }{"LANG", "C"})
+		}
+		ok, err := sess.SendRequest(tc.req, true, payload)
+		sess.Close()
+		if err != nil || ok != tc.want {
+			t.Errorf("%s: accepted %v (err %v), want %v", tc.req, ok, err, tc.want)
+		}
+	}
+	if _, err := c.Dial("tcp", f.addr); err == nil {
+		t.Error("direct-tcpip channel accepted")
+	}
+	if _, err := c.Listen("tcp", "127.0.0.1:0"); err == nil {
+		t.Error("tcpip-forward accepted")
+	}
+	if _, _, err := c.OpenChannel("x11", nil); err == nil {
+		t.Error("x11 channel accepted")
+	}
+}
+
+func TestPanicKeepsServing(t *testing.T) {
+	f := start(t, 20)
+	c, err := f.dial(gossh.PublicKeys(f.admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, stderr, err := run(t, c, "test-panic")
+	var exit *gossh.ExitError
+	if !errors.As(err, &exit) || exit.ExitStatus() != 1 || stderr != "error: internal error\n" {
+		t.Fatalf("panic session: err %v stderr %q", err, stderr)
+	}
+	if out, _, err := run(t, c, "whoami"); err != nil || !strings.HasPrefix(out, "admin") {
+		t.Fatalf("after panic, same connection: %q %v", out, err)
+	}
+	c2, err := f.dial(gossh.PublicKeys(f.admin))
+	if err != nil {
+		t.Fatalf("after panic, new connection: %v", err)
+	}
+	c2.Close()
+}
+
+func TestThrottleRefusesBeforeHandshake(t *testing.T) {
+	f := start(t, 3)
+	stranger := newSigner(t)
+	for i := range 3 {
+		if _, err := f.dial(gossh.PublicKeys(stranger)); err == nil {
+			t.Fatalf("attempt %d: unknown key accepted", i+1)
+		}
+	}
+	// Now even the admin's key is refused from this client, before any
+	// SSH bytes are exchanged.
+	conn, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	n, err := conn.Read(make([]byte, 64))
+	if n != 0 || err == nil {
+		t.Fatalf("throttled client got %d bytes (err %v); want the connection closed", n, err)
+	}
+}
+
+func TestHandshakeDeadline(t *testing.T) {
+	f := start(t, 20)
+	conn, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// Read the banner, never answer; the server must hang up (2 s deadline).
+	_, err = io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("server kept a silent pre-auth connection open for 10 s")
+	}
+}
+
+func TestJoinKeyArgs(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ssh-ed25519", "AAAA", "me@host"}, "ssh-ed25519 AAAA me@host"},
+		{[]string{"ssh-ed25519 AAAA a", "ecdsa-sha2-nistp256 BBBB b"}, "ssh-ed25519 AAAA a\necdsa-sha2-nistp256 BBBB b"},
+		{[]string{"ssh-rsa", "CCCC", "ssh-ed25519", "DDDD", "two", "words"}, "ssh-rsa CCCC\nssh-ed25519 DDDD two words"},
+		{[]string{"garbage", "more"}, "garbage more"},
+		{[]string{"sk-ssh-ed25519@openssh.com", "EEEE"}, "sk-ssh-ed25519@openssh.com EEEE"},
+	}
+	for _, tc := range cases {
+		if got := joinKeyArgs(tc.args); got != tc.want {
+			t.Errorf("joinKeyArgs(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+func FuzzJoinKeyArgs(f *testing.F) {
+	f.Add("ssh-ed25519 AAAA c", "ssh-rsa BBBB")
+	f.Add("", "\n\n")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		out := joinKeyArgs([]string{a, b})
+		// Nothing is invented: the words out are the words in.
+		if strings.Join(strings.Fields(out), " ") != strings.Join(strings.Fields(a+" "+b), " ") {
+			t.Fatalf("joinKeyArgs changed the words: %q %q → %q", a, b, out)
+		}
+		if strings.Count(out, "\n") > len(strings.Fields(a+" "+b)) {
+			t.Fatalf("more lines than words: %q", out)
+		}
+	})
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"24h":                  now.Add(-24 * time.Hour),
+		"2026-11-28":           time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC),
+		"2026-11-28T10:00:00Z": time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC),
+	} {
+		got, err := parseSince(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"yesterday", "-1h", "2026-13-01"} {
+		if _, err := parseSince(bad, now); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("parseSince(%q): err %v, want one naming the input", bad, err)
+		}
+	}
+}
