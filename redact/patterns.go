@@ -101,7 +101,8 @@ func tokenCheck(cls *[256]bool, min int) func([]byte, int, int, byte, bool) (int
 }
 
 // skCheck: sk-… and sk-ant-… keys. "risk-free" and "task-list" fail the
-// boundary test; "sk-learn" fails the length.
+// boundary test; "sk-learn" fails the length; "sk-spinner-pulse-container"
+// has no digit (real keys are random and have them).
 func skCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
 	if c := before(buf, ts, prev); word[c] || c == '-' {
 		return 0, 0, none
@@ -110,7 +111,7 @@ func skCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) 
 	if open && !final {
 		return 0, 0, pending
 	}
-	if e-te < 20 {
+	if e-te < 20 || bytes.IndexAny(buf[te:e], "0123456789") < 0 {
 		return 0, 0, none
 	}
 	return ts, e, found
@@ -182,64 +183,126 @@ func urlCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict)
 	return te + colon + 1, te + at, found
 }
 
-// assignCheck: NAME_PASSWORD=value, TOKEN=value, ?token=value, and the JSON
-// form "password": "value". The trigger is the key's last word plus '=' (or
-// '"' for JSON); the value alone is redacted. Empty values and ${VAR}
-// references stay.
+// assignCheck: NAME_PASSWORD=value, TOKEN=value, ?token=value, the JSON
+// form "password": "value" and its escaped twin \"password\": \"value\"
+// (JSON inside a JSON string). The trigger is the key's last word; the
+// value alone is redacted. Empty values and $VAR references stay.
 func assignCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
-	if alnum[before(buf, ts, prev)] {
+	return assign(buf, ts, te, prev, final, false)
+}
+
+// camelCheck is assignCheck for a capitalised key word, which may also
+// follow a lower-case letter: accessToken, clientSecret, dbPassword.
+func camelCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
+	return assign(buf, ts, te, prev, final, true)
+}
+
+func assign(buf []byte, ts, te int, prev byte, final, camel bool) (int, int, verdict) {
+	if c := before(buf, ts, prev); alnum[c] && !(camel && c >= 'a' && c <= 'z') {
 		return 0, 0, none
 	}
-	i := te
-	if buf[te-1] == '"' {
-		// JSON: "...password"  :  "value"
-		for i < len(buf) && (buf[i] == ' ' || buf[i] == '\t') {
-			i++
-		}
-		if i == len(buf) {
-			return 0, 0, pendingUnless(final)
-		}
-		if buf[i] != ':' {
-			return 0, 0, none
-		}
-		i++
-		for i < len(buf) && (buf[i] == ' ' || buf[i] == '\t') {
-			i++
-		}
-		if i == len(buf) {
-			return 0, 0, pendingUnless(final)
-		}
-		if buf[i] != '"' {
-			return 0, 0, none
-		}
-	}
-	if i == len(buf) {
+	if te == len(buf) {
 		return 0, 0, pendingUnless(final)
 	}
-	var s, e int
-	if q := buf[i]; q == '"' || q == '\'' {
-		s = i + 1
-		e = s
-		for e < len(buf) && buf[e] != q && buf[e] != '\n' && buf[e] != '\r' {
-			if q == '"' && buf[e] == '\\' && e+1 < len(buf) && buf[e+1] != '\n' && buf[e+1] != '\r' {
+	switch buf[te] {
+	case '=':
+		return assignValue(buf, te+1, final)
+	case '"':
+		i, vd := expect(buf, te+1, `:`, final)
+		if vd != found {
+			return 0, 0, vd
+		}
+		if i, vd = expect(buf, i, `"`, final); vd != found {
+			return 0, 0, vd
+		}
+		return quoted(buf, i, '"', final)
+	case '\\':
+		i, vd := expect(buf, te, `\"`, final)
+		if vd != found {
+			return 0, 0, vd
+		}
+		if i, vd = expect(buf, i, `:`, final); vd != found {
+			return 0, 0, vd
+		}
+		if i, vd = expect(buf, i, `\"`, final); vd != found {
+			return 0, 0, vd
+		}
+		// The value ends at the next \" (or the line end).
+		e := i
+		for e < len(buf) && buf[e] != '\n' && buf[e] != '\r' {
+			if buf[e] == '\\' {
+				if e+1 == len(buf) {
+					e = len(buf) // the next byte decides
+					break
+				}
+				if buf[e+1] == '"' {
+					return value(buf, i, e)
+				}
 				e++
 			}
 			e++
 		}
-		if e >= len(buf) {
-			if !final {
-				return 0, 0, pending
-			}
-			e = len(buf)
-		}
-	} else {
-		var open bool
-		s = i
-		e, open = run(buf, s, valueCh)
-		if open && !final {
+		if e >= len(buf) && !final {
 			return 0, 0, pending
 		}
+		return value(buf, i, min(e, len(buf)))
 	}
+	return 0, 0, none
+}
+
+// expect skips blanks from i and then expects lit.
+func expect(buf []byte, i int, lit string, final bool) (int, verdict) {
+	for i < len(buf) && (buf[i] == ' ' || buf[i] == '\t') {
+		i++
+	}
+	for k := 0; k < len(lit); k++ {
+		if i+k == len(buf) {
+			return 0, pendingUnless(final)
+		}
+		if buf[i+k] != lit[k] {
+			return 0, none
+		}
+	}
+	return i + len(lit), found
+}
+
+// assignValue reads the value after '=': quoted, or up to a blank, quote,
+// backtick or backslash.
+func assignValue(buf []byte, i int, final bool) (int, int, verdict) {
+	if i == len(buf) {
+		return 0, 0, pendingUnless(final)
+	}
+	if q := buf[i]; q == '"' || q == '\'' {
+		return quoted(buf, i+1, q, final)
+	}
+	e, open := run(buf, i, valueCh)
+	if open && !final {
+		return 0, 0, pending
+	}
+	return value(buf, i, e)
+}
+
+// quoted reads a value from s up to the closing quote q (or the line end).
+func quoted(buf []byte, s int, q byte, final bool) (int, int, verdict) {
+	e := s
+	for e < len(buf) && buf[e] != q && buf[e] != '\n' && buf[e] != '\r' {
+		if q == '"' && buf[e] == '\\' && e+1 < len(buf) && buf[e+1] != '\n' && buf[e+1] != '\r' {
+			e++
+		}
+		e++
+	}
+	if e >= len(buf) {
+		if !final {
+			return 0, 0, pending
+		}
+		e = len(buf)
+	}
+	return value(buf, s, e)
+}
+
+// value decides buf[s:e] as a value: empty, a reference or already redacted
+// is left alone.
+func value(buf []byte, s, e int) (int, int, verdict) {
 	v := buf[s:e]
 	if len(v) == 0 || isReference(v) || isRedacted(v) {
 		return 0, 0, none
@@ -319,10 +382,10 @@ var triggers = func() []trigger {
 	add(bearerCheck, "Bearer ", "bearer ", "BEARER ")
 	add(urlCheck, "://")
 	for _, k := range []string{"PASSWORD", "PASSWD", "TOKEN", "SECRET", "API_KEY", "APIKEY", "ACCESS_KEY", "SECRET_KEY", "PRIVATE_KEY"} {
-		lower := string(bytes.ToLower([]byte(k)))
-		add(assignCheck, k+"=", lower+"=", k+`"`, lower+`"`)
+		add(assignCheck, k, string(bytes.ToLower([]byte(k))))
 	}
-	add(assignCheck, "Password=", "Token=", "Secret=")
+	add(assignCheck, "apiKey")
+	add(camelCheck, "Password", "Passwd", "Token", "Secret", "ApiKey")
 	t = append(t, trigger{text: "-----BEGIN ", key: true})
 	if len(t) > 64 {
 		panic("redact: more than 64 triggers")
