@@ -245,6 +245,12 @@ func (f filteredChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) 
 	out := make(chan *gossh.Request)
 	go func() {
 		defer close(out)
+		// The library puts each window-change into a one-slot channel that
+		// only the session handler drains; one arriving before exec would
+		// block its request loop, and exec with it, forever. Hold the latest
+		// until the handler runs.
+		started := false
+		var window *gossh.Request
 		for req := range reqs {
 			if !allowedSessionRequests[req.Type] {
 				f.log.Info("ssh request refused", "type", req.Type)
@@ -253,7 +259,22 @@ func (f filteredChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) 
 				}
 				continue
 			}
+			if req.Type == "window-change" && !started {
+				if req.WantReply {
+					_ = req.Reply(true, nil)
+				}
+				window = &gossh.Request{Type: req.Type, Payload: req.Payload}
+				continue
+			}
 			out <- req
+			switch req.Type {
+			case "exec", "shell", "subsystem":
+				started = true
+				if window != nil {
+					out <- window
+					window = nil
+				}
+			}
 		}
 	}()
 	return ch, out, nil

@@ -151,6 +151,64 @@ func TestRequestsAndChannels(t *testing.T) {
 	}
 }
 
+// TestRegressionWindowChangeBeforeExec: window-change requests before exec
+// used to fill the library's one-slot channel and block the request loop,
+// so exec never ran.
+func TestRegressionWindowChangeBeforeExec(t *testing.T) {
+	f := start(t, 20)
+	c, err := f.dial(gossh.PublicKeys(f.admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := sess.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := sess.WindowChange(30+i, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	sess.Stdout = &out
+	done := make(chan error, 1)
+	go func() { done <- sess.Run("whoami") }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "admin") {
+			t.Fatalf("whoami with a PTY: %q %v", out.String(), err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("exec after window-change never ran")
+	}
+	// Window changes during the session do not block either.
+	sess2, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess2.Close()
+	if err := sess2.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	sess2.Stdout = io.Discard
+	if err := sess2.Start("test-sleep 300ms"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := sess2.WindowChange(40+i, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sess2.Wait(); err != nil {
+		t.Fatalf("session with window changes: %v", err)
+	}
+}
+
 func TestPanicKeepsServing(t *testing.T) {
 	f := start(t, 20)
 	c, err := f.dial(gossh.PublicKeys(f.admin))
