@@ -26,6 +26,34 @@ type automaton struct {
 	twoLanes int // buffers this long or longer are walked in two lanes
 }
 
+// maxTable bounds the transition table (a reload that would exceed it
+// fails and keeps the previous list, rather than exhaust memory).
+const maxTable = 256 << 20
+
+// tableSize estimates the bytes compile would allocate for these patterns.
+func tableSize(secrets [][]byte, triggers []string) int {
+	states, used := 1, [256]bool{}
+	for _, s := range secrets {
+		states += len(s)
+		for _, c := range s {
+			used[c] = true
+		}
+	}
+	for _, t := range triggers {
+		states += len(t)
+		for i := 0; i < len(t); i++ {
+			used[t[i]] = true
+		}
+	}
+	classes := 1
+	for _, u := range used {
+		if u {
+			classes++
+		}
+	}
+	return states * classes * 4
+}
+
 // compile builds the automaton for the given secrets and trigger strings.
 // Secrets are used as given: splitting and length checks happen in the caller.
 func compile(secrets [][]byte, triggers []string) *automaton {

@@ -111,7 +111,7 @@ func skCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) 
 	if open && !final {
 		return 0, 0, pending
 	}
-	if e-te < 20 || bytes.IndexAny(buf[te:e], "0123456789") < 0 {
+	if e-te < 20 || !bytes.ContainsAny(buf[te:e], "0123456789") {
 		return 0, 0, none
 	}
 	return ts, e, found

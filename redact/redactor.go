@@ -94,6 +94,11 @@ func (r *Redactor) Refresh(ctx context.Context) error {
 		r.log.Warn("redact: known secrets too short to match exactly; only the credential patterns cover them",
 			"count", short, "min_bytes", minSecret)
 	}
+	if n := tableSize(secrets, triggerTexts()); n > maxTable {
+		r.next.Store(r.now().Add(r.refresh).UnixNano())
+		return fmt.Errorf("load known secrets: %d secrets would need a %d MiB matcher (limit %d MiB)",
+			len(secrets), n>>20, maxTable>>20)
+	}
 	r.cur.Store(compile(secrets, triggerTexts()))
 	r.next.Store(r.now().Add(r.refresh).UnixNano())
 	return nil

@@ -259,3 +259,22 @@ func TestPatternsOnly(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestRefreshTooManySecrets: a list whose matcher would exceed maxTable is
+// refused and the previous list stays.
+func TestRefreshTooManySecrets(t *testing.T) {
+	src := &listSource{list: []string{secretA}}
+	r, _, _ := newRefreshing(t, src)
+	huge := make([]string, 0, 200)
+	for i := range 200 {
+		huge = append(huge, strings.Repeat(string(rune('A'+i%26)), maxSecret-i)) // 200 × 16 KiB
+	}
+	src.set(huge, nil)
+	err := r.Refresh(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "MiB") {
+		t.Fatalf("Refresh = %v, want a size error", err)
+	}
+	if !redacts(r, secretA) || r.Known() != 1 {
+		t.Fatal("previous list lost")
+	}
+}
