@@ -34,7 +34,7 @@ rootfs() {
 		--dpkgopt='path-exclude=/usr/share/lintian/*' \
 		--customize-hook='cp /etc/ssl/certs/ca-certificates.crt "$1"/tmp/build-ca.crt' \
 		--customize-hook="chroot \"\$1\" env NODE_EXTRA_CA_CERTS=/tmp/build-ca.crt npm install --global --omit=dev --no-audit --no-fund --no-update-notifier $claude_code" \
-		--customize-hook='rm -rf "$1"/usr/local/lib/node_modules/@anthropic-ai/claude-code-*musl*' \
+		--customize-hook='rm -rf "$1"/usr/local/lib/node_modules/@anthropic-ai/claude-code/node_modules/@anthropic-ai/claude-code-*musl*' \
 		--customize-hook='chroot "$1" claude --version' \
 		--customize-hook='chroot "$1" git --version' \
 		--customize-hook='chroot "$1" node --version' \
