@@ -52,6 +52,17 @@ func (c *call) root() *cobra.Command {
 				case <-cmd.Context().Done():
 				}
 				return nil
+			}}, &cobra.Command{Use: "test-windows COLSxROWS", Hidden: true, Args: cobra.ExactArgs(1),
+			// Prints window changes until the given size arrives.
+			RunE: func(cmd *cobra.Command, args []string) error {
+				for w := range c.srv.Windows(c.sess) {
+					size := fmt.Sprintf("%dx%d", w.Width, w.Height)
+					fmt.Fprintf(cmd.OutOrStdout(), "window %s\n", size)
+					if size == args[0] {
+						return nil
+					}
+				}
+				return fmt.Errorf("session ended before window %s", args[0])
 			}})
 	}
 	return root

@@ -67,8 +67,10 @@ type Server struct {
 	Options
 	srv *ssh.Server
 
-	mu       sync.Mutex
-	sessions map[string]int // live sessions per user
+	mu          sync.Mutex
+	sessions    map[string]int      // live sessions per user
+	channels    map[string]*resizes // window changes per session channel
+	nextChannel uint64
 	ln       net.Listener
 	closing  bool
 	conns    sync.WaitGroup
@@ -103,7 +105,7 @@ func New(o Options) (*Server, error) {
 	if o.MaxSessionsPerUser <= 0 {
 		o.MaxSessionsPerUser = 16
 	}
-	s := &Server{Options: o, sessions: map[string]int{}}
+	s := &Server{Options: o, sessions: map[string]int{}, channels: map[string]*resizes{}}
 	s.srv = &ssh.Server{
 		Version:          "sbx",
 		Handler:          s.handle,
@@ -229,12 +231,12 @@ func (s *Server) knownKey(ctx ssh.Context, key ssh.PublicKey) bool {
 // allow-list, then hands it to the library's session handler.
 func (s *Server) session(srv *ssh.Server, conn *gossh.ServerConn, ch gossh.NewChannel, ctx ssh.Context) {
 	defer s.recover("session channel", conn.RemoteAddr().String())
-	ssh.DefaultSessionHandler(srv, conn, filteredChannel{NewChannel: ch, log: s.Logger}, ctx)
+	ssh.DefaultSessionHandler(srv, conn, filteredChannel{NewChannel: ch, srv: s}, ctx)
 }
 
 type filteredChannel struct {
 	gossh.NewChannel
-	log *slog.Logger
+	srv *Server
 }
 
 func (f filteredChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) {
@@ -242,39 +244,41 @@ func (f filteredChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) 
 	if err != nil {
 		return nil, nil, err
 	}
+	id, windows := f.srv.register()
 	out := make(chan *gossh.Request)
 	go func() {
 		defer close(out)
-		// The library puts each window-change into a one-slot channel that
-		// only the session handler drains; one arriving before exec would
-		// block its request loop, and exec with it, forever. Hold the latest
-		// until the handler runs.
-		started := false
-		var window *gossh.Request
+		defer f.srv.unregister(id)
+		// Tag the session so its handler finds its window changes (Windows).
+		out <- &gossh.Request{Type: "env", Payload: gossh.Marshal(struct{ Name, Value string }{sessionEnv, id})}
 		for req := range reqs {
 			if !allowedSessionRequests[req.Type] {
-				f.log.Info("ssh request refused", "type", req.Type)
+				f.srv.Logger.Info("ssh request refused", "type", req.Type)
 				if req.WantReply {
 					_ = req.Reply(false, nil)
 				}
 				continue
 			}
-			if req.Type == "window-change" && !started {
-				if req.WantReply {
-					_ = req.Reply(true, nil)
+			switch req.Type {
+			case "window-change":
+				w, ok := parseWindow(req.Payload)
+				if ok {
+					windows.set(w)
 				}
-				window = &gossh.Request{Type: req.Type, Payload: req.Payload}
+				if req.WantReply {
+					_ = req.Reply(ok, nil)
+				}
 				continue
+			case "env":
+				var kv struct{ Name, Value string }
+				if gossh.Unmarshal(req.Payload, &kv) == nil && kv.Name == sessionEnv {
+					if req.WantReply {
+						_ = req.Reply(false, nil)
+					}
+					continue
+				}
 			}
 			out <- req
-			switch req.Type {
-			case "exec", "shell", "subsystem":
-				started = true
-				if window != nil {
-					out <- window
-					window = nil
-				}
-			}
 		}
 	}()
 	return ch, out, nil

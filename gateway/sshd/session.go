@@ -58,14 +58,6 @@ func (s *Server) handle(sess ssh.Session) {
 	s.Metrics.SessionStarted()
 	defer s.Metrics.SessionEnded()
 
-	if _, windows, ok := sess.Pty(); ok {
-		// Nothing here resizes yet; drain so window-change never blocks the
-		// session's request loop. (The TUI and attach will read these.)
-		go func() {
-			for range windows {
-			}
-		}()
-	}
 	log := s.Logger.With("user", user.Name, "remote", remote)
 	log.Info("ssh session", "command", sess.Command())
 	c := &call{

@@ -153,7 +153,7 @@ func TestRequestsAndChannels(t *testing.T) {
 
 // TestRegressionWindowChangeBeforeExec: window-change requests before exec
 // used to fill the library's one-slot channel and block the request loop,
-// so exec never ran.
+// so exec never ran (and raced with Session.Pty under -race).
 func TestRegressionWindowChangeBeforeExec(t *testing.T) {
 	f := start(t, 20)
 	c, err := f.dial(gossh.PublicKeys(f.admin))
@@ -195,8 +195,9 @@ func TestRegressionWindowChangeBeforeExec(t *testing.T) {
 	if err := sess2.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err != nil {
 		t.Fatal(err)
 	}
-	sess2.Stdout = io.Discard
-	if err := sess2.Start("test-sleep 300ms"); err != nil {
+	var out2 bytes.Buffer
+	sess2.Stdout = &out2
+	if err := sess2.Start("test-windows 100x44"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
@@ -205,7 +206,10 @@ func TestRegressionWindowChangeBeforeExec(t *testing.T) {
 		}
 	}
 	if err := sess2.Wait(); err != nil {
-		t.Fatalf("session with window changes: %v", err)
+		t.Fatalf("session with window changes: %v (%q)", err, out2.String())
+	}
+	if !strings.Contains(out2.String(), "window 100x44") {
+		t.Fatalf("windows seen: %q", out2.String())
 	}
 }
 
