@@ -71,9 +71,9 @@ type Server struct {
 	sessions    map[string]int      // live sessions per user
 	channels    map[string]*resizes // window changes per session channel
 	nextChannel uint64
-	ln       net.Listener
-	closing  bool
-	conns    sync.WaitGroup
+	ln          net.Listener
+	closing     bool
+	conns       sync.WaitGroup
 }
 
 // allowedSessionRequests are the only channel requests a session may make:
