@@ -56,7 +56,9 @@ func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
 // call opens a stream, sends req and reads the reply header. The stream is
 // returned open for calls that stream data; it is closed when ctx ends.
 func (c *Client) call(ctx context.Context, req request) (*yamux.Stream, reply, func() bool, error) {
-	req.ID = c.nextID.Add(1)
+	if req.ID == 0 {
+		req.ID = c.nextID.Add(1)
+	}
 	st, err := c.sess.OpenStream()
 	if err != nil {
 		if c.sess.IsClosed() {
@@ -180,9 +182,9 @@ func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, erro
 	return c.download(ctx, request{Op: opRead, Path: path})
 }
 
-// TarOut streams path (a file or a directory) as a tar archive whose entries
-// are relative to path's parent... no: relative to path itself for a
-// directory, the base name for a file. Symlinks are archived as links.
+// TarOut streams path as a tar archive: a directory's entries are named
+// relative to it, a file is one entry named by its base name. Symlinks are
+// archived as links, never followed.
 func (c *Client) TarOut(ctx context.Context, path string) (io.ReadCloser, error) {
 	return c.download(ctx, request{Op: opTarOut, Path: path})
 }
@@ -226,33 +228,58 @@ func (c *Client) TarIn(ctx context.Context, dir string, r io.Reader) error {
 }
 
 // upload sends req, then r as chunks, then waits for the final reply. The
-// first reply says the guest accepted the call.
+// first reply says the guest accepted the call; the final one may come early
+// when the guest gives up (then the rest of r is not sent).
 func (c *Client) upload(ctx context.Context, req request, r io.Reader) error {
+	req.ID = c.nextID.Add(1)
 	st, _, stop, err := c.call(ctx, req)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	defer st.Close()
-	cw := chunkWriter{w: st}
-	if _, err := cw.ReadFrom(r); err != nil {
-		// Without the end marker the guest discards what it got.
-		return fmt.Errorf("agent %s %q: send data: %w", req.Op, req.Path, err)
-	}
-	if err := cw.Close(); err != nil {
-		return fmt.Errorf("agent %s %q: send data: %w", req.Op, req.Path, err)
-	}
-	var rep reply
-	if err := readFrame(st, &rep); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
+	result := make(chan error, 1)
+	go func() {
+		var rep reply
+		err := readFrame(st, &rep)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("agent %s %q: read result: %w", req.Op, req.Path, err)
+		case rep.ID != req.ID:
+			err = fmt.Errorf("agent %s %q: reply id %d does not match request id %d", req.Op, req.Path, rep.ID, req.ID)
+		default:
+			err = rep.Err.err(req.Op, req.Path)
 		}
-		return fmt.Errorf("agent %s %q: read result: %w", req.Op, req.Path, err)
+		if err != nil {
+			st.Close() // stop sending: the guest is no longer reading
+		}
+		result <- err
+	}()
+	cw := chunkWriter{w: st}
+	_, err = cw.ReadFrom(r)
+	if err == nil {
+		err = cw.Close()
 	}
-	if rep.ID != req.ID {
-		return fmt.Errorf("agent %s %q: reply id %d does not match request id %d", req.Op, req.Path, rep.ID, req.ID)
+	if err != nil {
+		// Without the end marker the guest discards what it got.
+		st.Close()
+		if ctx.Err() != nil {
+			return fmt.Errorf("agent %s %q: %w", req.Op, req.Path, ctx.Err())
+		}
+		select { // the guest's reason, when it is why the stream closed
+		case rerr := <-result:
+			if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, yamux.ErrStreamClosed) {
+				return rerr
+			}
+		case <-time.After(time.Second):
+		}
+		return fmt.Errorf("agent %s %q: send data: %w", req.Op, req.Path, err)
 	}
-	return rep.Err.err(req.Op, req.Path)
+	err = <-result
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("agent %s %q: %w", req.Op, req.Path, ctx.Err())
+	}
+	return err
 }
 
 // Watch reports changes of path (created, changed, removed) until ctx ends;

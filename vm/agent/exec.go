@@ -123,6 +123,29 @@ type pendingExec struct {
 	streams [3]*yamux.Stream
 	got     chan struct{} // one send per attached stream
 	done    chan struct{} // closed when the process's streams are finished
+	claimed bool          // an exec call owns it (guarded by connState.mu)
+}
+
+// pending returns the rendezvous of exec call id, creating it: the exec
+// stream and its stdio streams are handled concurrently, in any order.
+func (c *connState) pending(id uint64) *pendingExec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pe, ok := c.execs[id]
+	if !ok {
+		pe = &pendingExec{got: make(chan struct{}, 3), done: make(chan struct{})}
+		c.execs[id] = pe
+		// Streams for an exec that never comes are dropped after a while.
+		time.AfterFunc(attachTimeout, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if !pe.claimed {
+				delete(c.execs, id)
+				close(pe.done)
+			}
+		})
+	}
+	return pe
 }
 
 // attach hands a stdio stream to its exec call and holds it until the exec
@@ -131,16 +154,15 @@ func (c *connState) attach(st *yamux.Stream, req request) {
 	if req.FD < 0 || req.FD > 2 {
 		return
 	}
+	pe := c.pending(req.Exe)
 	c.mu.Lock()
-	pe, ok := c.execs[req.Exe]
-	if ok && pe.streams[req.FD] == nil {
+	ok := pe.streams[req.FD] == nil
+	if ok {
 		pe.streams[req.FD] = st
-	} else {
-		ok = false
 	}
 	c.mu.Unlock()
 	if !ok {
-		return // unknown exec or duplicate fd: drop the stream
+		return // duplicate fd: drop the stream
 	}
 	pe.got <- struct{}{}
 	<-pe.done
@@ -154,14 +176,21 @@ func (c *connState) exec(ctx context.Context, ctl *yamux.Stream, req request) {
 	fail := func(err error) {
 		_ = writeFrame(ctl, reply{ID: req.ID, Err: toWire(err)})
 	}
-	pe := &pendingExec{got: make(chan struct{}, 3), done: make(chan struct{})}
+	pe := c.pending(req.ID)
 	c.mu.Lock()
-	if _, dup := c.execs[req.ID]; dup {
+	if pe.claimed {
 		c.mu.Unlock()
 		fail(fmt.Errorf("exec id %d already in use: %w", req.ID, errInvalid))
 		return
 	}
-	c.execs[req.ID] = pe
+	select {
+	case <-pe.done: // timed out just now
+		c.mu.Unlock()
+		fail(errors.New("exec: stdio streams timed out"))
+		return
+	default:
+	}
+	pe.claimed = true
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
