@@ -37,8 +37,10 @@ const (
 	AddrFile = "sbx.addr"
 )
 
-// DrainTimeout bounds Shutdown: sessions still open after it are cut.
-const DrainTimeout = 5 * time.Second
+// DrainTimeout is how long sessions and requests may finish after SIGTERM;
+// then they are cut. It leaves a second of the 5 s stop budget for closing
+// connections and the store.
+const DrainTimeout = 4 * time.Second
 
 // Options are the process-level choices that are not configuration.
 type Options struct {
