@@ -117,7 +117,7 @@ func skCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) 
 	return ts, e, found
 }
 
-// bearerCheck: "Bearer <token>". The token must look like one (a digit, a
+// bearerCheck: "Bearer <token>" and "Basic <base64>". The token must look like one (a digit, a
 // symbol or two capitals, 12+ bytes), so "Bearer authentication" in prose
 // stays. Only the token is redacted.
 func bearerCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
@@ -379,7 +379,7 @@ var triggers = func() []trigger {
 	// sbx's own API keys (keys.TokenPrefix): sbx_<8 base62 id>_<32+ base62>.
 	add(tokenCheck(word, 41), "sbx_")
 	add(skCheck, "sk-")
-	add(bearerCheck, "Bearer ", "bearer ", "BEARER ")
+	add(bearerCheck, "Bearer ", "bearer ", "BEARER ", "Basic ", "basic ")
 	add(urlCheck, "://")
 	for _, k := range []string{"PASSWORD", "PASSWD", "TOKEN", "SECRET", "API_KEY", "APIKEY", "ACCESS_KEY", "SECRET_KEY", "PRIVATE_KEY"} {
 		add(assignCheck, k, string(bytes.ToLower([]byte(k))))

@@ -62,6 +62,8 @@ var redactCases = []redactCase{
 	{"bearer lower", "authorization: bearer abcdef0123456789", "authorization: bearer …6789"},
 	{"near bearer prose", "the Bearer of bad news; Bearer authentication; Bearer tokens", "the Bearer of bad news; Bearer authentication; Bearer tokens"},
 	{"near bearer placeholder", "Bearer ${TOKEN} and Bearer <token>", "Bearer ${TOKEN} and Bearer <token>"},
+	{"basic auth", "Authorization: Basic eC1hY2Nlc3MtdG9rZW46Z2hwX2FiYw==", "Authorization: Basic …Yw=="},
+	{"near basic prose", "Basic usage: Basic authentication", "Basic usage: Basic authentication"},
 	// OpenAI / Anthropic.
 	{"sk", "key sk-proj-abcdefghijklmnopqrstuvwxyz0123", "key sk-…0123"},
 	{"sk-ant", "ANTHROPIC: sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123-XYZW", "ANTHROPIC: sk-ant-…XYZW"},
@@ -349,5 +351,55 @@ func TestSafeMarshal(t *testing.T) {
 	var zero Safe
 	if zero.String() != "" || zero.Len() != 0 {
 		t.Fatal("zero Safe not empty")
+	}
+}
+
+type failWriter struct{ err error }
+
+func (f failWriter) Write(p []byte) (int, error) { return 0, f.err }
+
+type failReader struct {
+	data string
+	err  error
+	done bool
+}
+
+func (f *failReader) Read(p []byte) (int, error) {
+	if f.done {
+		return 0, f.err
+	}
+	f.done = true
+	return copy(p, f.data), nil
+}
+
+// TestStreamErrors: a failing destination stops the Writer with its error;
+// a failing source ends the Reader's stream, redacted, then reports the error.
+func TestStreamErrors(t *testing.T) {
+	r := testRedactor(t)
+	boom := errors.New("boom")
+	w := r.NewWriter(failWriter{boom})
+	if _, err := w.Write([]byte("line\n")); !errors.Is(err, boom) {
+		t.Fatalf("Write = %v, want boom", err)
+	}
+	if _, err := w.Write([]byte("more\n")); !errors.Is(err, boom) {
+		t.Fatalf("second Write = %v, want boom", err)
+	}
+	if err := w.Close(); !errors.Is(err, boom) {
+		t.Fatalf("Close = %v, want boom", err)
+	}
+	var out bytes.Buffer
+	w = r.NewWriter(&out)
+	w.Close()
+	if _, err := w.Write([]byte("x")); err == nil {
+		t.Fatal("Write after Close succeeded")
+	}
+
+	rd := r.NewReader(&failReader{data: "key ghp_0123456789abcdefghijABCDEFGHIJ12", err: boom})
+	got, err := io.ReadAll(rd)
+	if !errors.Is(err, boom) {
+		t.Fatalf("ReadAll error = %v, want boom", err)
+	}
+	if string(got) != "key ghp_…IJ12" {
+		t.Fatalf("ReadAll = %q", got)
 	}
 }
