@@ -91,6 +91,19 @@ func (c *call) whoamiCmd() *cobra.Command {
 	return cmd
 }
 
+// group makes cmd a command group: alone it prints its help; with an
+// unknown subcommand it fails like the root does.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		}
+		return cmd.Help()
+	}
+	return cmd
+}
+
 // readKeys returns authorized_keys text from args, or from stdin when there
 // are none. Args may split a key line into words ("ssh-ed25519", "AAAA…",
 // "comment"); a new line starts at every key type.

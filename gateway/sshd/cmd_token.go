@@ -12,7 +12,7 @@ import (
 )
 
 func (c *call) tokenCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "token", Short: "Manage your API keys (for HTTP and MCP)"}
+	cmd := group(&cobra.Command{Use: "token", Short: "Manage your API keys (for HTTP and MCP)"})
 
 	var name string
 	var expires time.Duration

@@ -12,11 +12,11 @@ import (
 func fingerprint(pk gossh.PublicKey) string { return gossh.FingerprintSHA256(pk) }
 
 func (c *call) userCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:         "user",
 		Short:       "Manage users (admins only)",
 		Annotations: map[string]string{"access": accessAdmin},
-	}
+	})
 
 	var role string
 	add := &cobra.Command{
@@ -116,7 +116,7 @@ func (c *call) userCmd() *cobra.Command {
 }
 
 func (c *call) keyCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "key", Short: "Manage SSH keys (yours; admins: anyone's with --user)"}
+	cmd := group(&cobra.Command{Use: "key", Short: "Manage SSH keys (yours; admins: anyone's with --user)"})
 	var user string
 	target := func() string {
 		if user == "" {

@@ -45,7 +45,7 @@ func newSigner(t testing.TB) gossh.Signer {
 
 func authorized(s gossh.Signer) string { return string(gossh.MarshalAuthorizedKey(s.PublicKey())) }
 
-func start(t *testing.T, attempts int) *fixture {
+func start(t testing.TB, attempts int) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"))
@@ -95,7 +95,7 @@ func (f *fixture) dial(auth ...gossh.AuthMethod) (*gossh.Client, error) {
 	})
 }
 
-func run(t *testing.T, c *gossh.Client, cmd string) (stdout, stderr string, err error) {
+func run(t testing.TB, c *gossh.Client, cmd string) (stdout, stderr string, err error) {
 	t.Helper()
 	sess, err := c.NewSession()
 	if err != nil {
@@ -321,6 +321,37 @@ func TestParseSince(t *testing.T) {
 	for _, bad := range []string{"yesterday", "-1h", "2026-13-01"} {
 		if _, err := parseSince(bad, now); err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("parseSince(%q): err %v, want one naming the input", bad, err)
+		}
+	}
+}
+
+// BenchmarkConnectWhoami measures a full SSH connection: handshake, public-key
+// auth, user lookup in SQLite, one command.
+func BenchmarkConnectWhoami(b *testing.B) {
+	f := start(b, 1<<30)
+	for b.Loop() {
+		c, err := f.dial(gossh.PublicKeys(f.admin))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := run(b, c, "whoami"); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
+
+// BenchmarkSessionWhoami measures one command on an open connection.
+func BenchmarkSessionWhoami(b *testing.B) {
+	f := start(b, 1<<30)
+	c, err := f.dial(gossh.PublicKeys(f.admin))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for b.Loop() {
+		if _, _, err := run(b, c, "whoami"); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
