@@ -1,0 +1,150 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sbx.dev/sbx/gateway/config"
+)
+
+func testConfig(t *testing.T, dir string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(config.Sources{DataDir: dir, Flags: map[string]string{
+		"ssh.listen": "127.0.0.1:0", "http.listen": "127.0.0.1:0",
+		"admin_keys": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINF7mMSwJp8aTjkVomWE2mb9jbhmaty2vwerqOlOiMj3 admin",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestServerLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var fingerprints []string
+	for round := range 2 {
+		srv, err := NewServer(ctx, testConfig(t, dir), Options{Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fingerprints = append(fingerprints, srv.HostKeyFingerprint())
+		if round == 0 && !srv.Bootstrap().Created {
+			t.Fatalf("first start did not register the admin: %+v", srv.Bootstrap())
+		}
+		if round == 1 && !srv.Bootstrap().Skipped {
+			t.Fatalf("second start registered again: %+v", srv.Bootstrap())
+		}
+		addr, err := os.ReadFile(filepath.Join(dir, AddrFile))
+		if err != nil || !strings.Contains(string(addr), "ssh="+srv.SSHAddr().String()) ||
+			!strings.Contains(string(addr), "url="+srv.HTTPURL()) {
+			t.Fatalf("addr file %q (%v)", addr, err)
+		}
+		resp, err := http.Get(srv.HTTPURL() + "/healthz")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("healthz: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		sctx, cancel := context.WithTimeout(ctx, DrainTimeout)
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if _, err := os.Stat(filepath.Join(dir, AddrFile)); !os.IsNotExist(err) {
+			t.Fatalf("addr file left behind: %v", err)
+		}
+	}
+	if fingerprints[0] != fingerprints[1] {
+		t.Fatalf("host key changed across restarts: %v", fingerprints)
+	}
+}
+
+func TestListenErrorNamesKey(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	cfg := testConfig(t, dir)
+	busy, err := NewServer(ctx, cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := busy.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Shutdown(ctx)
+	cfg2 := testConfig(t, t.TempDir())
+	cfg2.SSH.Listen = busy.SSHAddr().String()
+	srv, err := NewServer(ctx, cfg2, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	if err := srv.Start(ctx); err == nil || !strings.Contains(err.Error(), "ssh.listen "+cfg2.SSH.Listen) {
+		t.Fatalf("start on a busy port: %v", err)
+	}
+}
+
+func TestOffsetClock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clock")
+	now := offsetClock(path)
+	if d := time.Until(now()); d > time.Second || d < -time.Second {
+		t.Fatalf("no file: offset %v", d)
+	}
+	if err := os.WriteFile(path, []byte("11m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(now()); d < 10*time.Minute || d > 12*time.Minute {
+		t.Fatalf("11m file: offset %v", d)
+	}
+	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(now()); d > time.Second {
+		t.Fatalf("garbage file: offset %v", d)
+	}
+}
+
+func TestLoggerFormat(t *testing.T) {
+	var buf bytes.Buffer
+	newLogger(config.Log{Format: "auto", Level: "info"}, &buf).Info("hello")
+	if !strings.HasPrefix(buf.String(), "{") {
+		t.Fatalf("auto on a non-terminal is not JSON: %q", buf.String())
+	}
+	buf.Reset()
+	newLogger(config.Log{Format: "text", Level: "warn"}, &buf).Info("quiet")
+	if buf.Len() != 0 {
+		t.Fatalf("info logged at warn level: %q", buf.String())
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	for _, content := range []string{"one", "two"} {
+		if err := writeFileAtomic(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != content {
+			t.Fatalf("read %q %v", got, err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("temp files left: %v", entries)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("write into a missing dir: %v", err)
+	}
+}
