@@ -76,6 +76,9 @@ type Server struct {
 	conns       sync.WaitGroup
 }
 
+// maxAuthTries bounds the keys one connection may try.
+const maxAuthTries = 6
+
 // allowedSessionRequests are the only channel requests a session may make:
 // no agent forwarding, no X11, no signals to processes we do not run yet.
 var allowedSessionRequests = map[string]bool{
@@ -117,7 +120,7 @@ func New(o Options) (*Server, error) {
 		RequestHandlers:   map[string]ssh.RequestHandler{},
 		SubsystemHandlers: map[string]ssh.SubsystemHandler{},
 		ServerConfigCallback: func(ssh.Context) *gossh.ServerConfig {
-			return &gossh.ServerConfig{MaxAuthTries: 6}
+			return &gossh.ServerConfig{MaxAuthTries: maxAuthTries}
 		},
 		ConnectionFailedCallback: func(conn net.Conn, err error) {
 			s.Logger.Debug("ssh connection failed", "remote", conn.RemoteAddr().String(), "err", err)
@@ -215,17 +218,28 @@ func (s *Server) admit(ctx ssh.Context, conn net.Conn) net.Conn {
 // not decide who the user is: a client may offer a key here and authenticate
 // with another (CVE-2024-45337); the session resolves the user from the key
 // that really signed.
+//
+// A connection counts as one failed attempt against the throttle at its
+// first refused key: a client whose agent offers a few unknown keys before
+// the right one should not burn several attempts per login, and MaxAuthTries
+// bounds the keys tried per connection.
 func (s *Server) knownKey(ctx ssh.Context, key ssh.PublicKey) bool {
 	_, err := s.Identity.UserByPublicKey(ctx, key)
-	if err != nil {
-		client := clientOf(ctx.RemoteAddr())
-		s.Throttle.Fail(client)
-		s.Metrics.Auth("ssh", metrics.ResultFail)
-		s.Logger.Info("ssh key refused", "client", client, "fingerprint", gossh.FingerprintSHA256(key), "err", err)
-		return false
+	if err == nil {
+		return true
 	}
-	return true
+	client := clientOf(ctx.RemoteAddr())
+	if ctx.Value(refusedKey{}) == nil {
+		ctx.SetValue(refusedKey{}, true)
+		s.Throttle.Fail(client)
+	}
+	s.Metrics.Auth("ssh", metrics.ResultFail)
+	s.Logger.Info("ssh key refused", "client", client, "fingerprint", gossh.FingerprintSHA256(key), "err", err)
+	return false
 }
+
+// refusedKey marks a connection that already counted as a failed attempt.
+type refusedKey struct{}
 
 // session accepts a session channel with its requests filtered through the
 // allow-list, then hands it to the library's session handler.

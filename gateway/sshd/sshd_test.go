@@ -257,6 +257,24 @@ func TestThrottleRefusesBeforeHandshake(t *testing.T) {
 	}
 }
 
+// TestThrottleCountsConnections: several unknown keys before the right one
+// in one connection cost one attempt, not one per key.
+func TestThrottleCountsConnections(t *testing.T) {
+	f := start(t, 3)
+	strangers := gossh.PublicKeys(newSigner(t), newSigner(t), newSigner(t), f.admin)
+	for i := range 3 { // per-key counting would refuse the second login
+		c, err := f.dial(strangers)
+		if err != nil {
+			t.Fatalf("login %d with unknown keys first: %v", i+1, err)
+		}
+		c.Close()
+	}
+	if c, err := f.dial(gossh.PublicKeys(f.admin)); err == nil {
+		c.Close()
+		t.Fatal("a fourth connection after three connections with refused keys was let in")
+	}
+}
+
 func TestHandshakeDeadline(t *testing.T) {
 	f := start(t, 20)
 	conn, err := net.Dial("tcp", f.addr)
