@@ -116,7 +116,7 @@ func accelArg(accel string) string {
 }
 
 // tcgCacheMiB is the TCG translation cache per box.
-const tcgCacheMiB = 64
+const tcgCacheMiB = 32
 
 // shellQuote quotes s for /bin/sh (QEMU runs exec: URIs through it).
 func shellQuote(s string) string {

@@ -132,7 +132,7 @@ func TestArgs(t *testing.T) {
 		{"small", small,
 			[]string{"microvm,x-option-roms=off,pit=on,pic=on,isa-serial=off,rtc=on,acpi=off", "tsc_early_khz=2000000", "nolapic_timer", "reboot=t", "-nodefaults", "-no-user-config", "serial=sbx-workspace", "name=sbx.agent"},
 			[]string{"-netdev", "-device virtio-net", "sbx.modules", "sbx-root", "-incoming"},
-			[2]string{"-accel", "tcg,tb-size=64"}},
+			[2]string{"-accel", "tcg,tb-size=32"}},
 		{"stock", stock,
 			[]string{"sbx.modules=virtio_mmio.ko,ext4.ko", "rtc=on"},
 			[]string{"acpi=off", "nolapic_timer", "-netdev"},
