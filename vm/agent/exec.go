@@ -365,7 +365,7 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 	var outs sync.WaitGroup
 	var pumps []*pump
 	out := func(src *os.File, dst *yamux.Stream) {
-		pm := &pump{src: src}
+		pm := &pump{src: src, tty: src == p.tty}
 		pumps = append(pumps, pm)
 		outs.Add(1)
 		go func() {
@@ -413,6 +413,7 @@ wait:
 // the process (idle) or for the host (back-pressure, never cut).
 type pump struct {
 	src       *os.File
+	tty       bool // src is the pty master, shared with stdin: never closed here
 	idleSince atomic.Int64 // unix nanos when the pending read began; 0 while not reading
 }
 
@@ -424,6 +425,10 @@ func (pm *pump) copy(dst io.Writer) {
 		pm.idleSince.Store(0)
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
+				// The host is gone: the writer gets EPIPE instead of blocking.
+				if pm.src != nil && !pm.tty {
+					pm.src.Close()
+				}
 				return
 			}
 		}

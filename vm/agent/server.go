@@ -148,17 +148,16 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) {
 	defer sess.Close()
 	s.log.Debug("agent: host connected")
 	c := &connState{srv: s, execs: map[uint64]*pendingExec{}}
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	// Handlers are not waited for: a process started on this connection
+	// keeps running after the host goes away (its stdio is closed), so a
+	// gateway restart does not kill a box's work.
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
 			s.log.Debug("agent: host gone", "err", err)
 			return
 		}
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			defer st.Close()
 			c.handle(ctx, st)
 		}()
@@ -224,10 +223,9 @@ func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
 			answer(reply{}, errors.New("shutdown is not supported here"))
 			return
 		}
-		answer(reply{}, nil)
-		if err := s.opts.Shutdown(ctx); err != nil {
-			s.log.Error("agent: shutdown", "err", err)
-		}
+		// The hook schedules the power-off and returns, so its error still
+		// reaches the host.
+		answer(reply{}, s.opts.Shutdown(ctx))
 	default:
 		answer(reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
 	}

@@ -141,7 +141,7 @@ func run(ctx context.Context, console io.Writer, logp **slog.Logger) error {
 		Reaper: reaper,
 		Shutdown: func(context.Context) error {
 			go func() {
-				time.Sleep(50 * time.Millisecond) // let the reply reach the host
+				time.Sleep(100 * time.Millisecond) // let the reply reach the host
 				powerOff(log)
 			}()
 			return nil
