@@ -5,7 +5,7 @@ package main
 // SQLite and real HTTP. Custom commands:
 //
 //	serve [-admin KEY] [-data DIR] [args...]  start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
-//	shutdown [-9] [-within DUR]                 SIGTERM (or SIGKILL) the server and wait; TERM must finish within DUR
+//	shutdown [-9] [-within DUR] [-when RE [-after DUR]]  signal once serve.log matches RE (and DUR passed); TERM must finish within DUR
 //	sshx KEY [ssh options... --] [command...] run OpenSSH as the owner of $WORK/KEY against the server
 //	sshloop N KEY [command...]                run sshx N times, each must fail authentication
 //	http [-token FILE] [-H 'K: V'] [-body S] [-bodysize N] [-secure] [-xff A] METHOD PATH
@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,10 +212,28 @@ func cmdStop(ts *testscript.TestScript, neg bool, args []string) {
 	fs := flag.NewFlagSet("stop", flag.ContinueOnError)
 	kill := fs.Bool("9", false, "SIGKILL instead of SIGTERM")
 	within := fs.Duration("within", 5*time.Second, "SIGTERM must finish within this")
+	when := fs.String("when", "", "first wait until serve.log matches this regexp")
+	after := fs.Duration("after", 0, "then wait this long")
 	ts.Check(fs.Parse(args))
 	srv := serverOf(ts)
 	if srv.cmd == nil {
 		ts.Fatalf("stop: no server running")
+	}
+	if *when != "" {
+		re, err := regexp.Compile(*when)
+		ts.Check(err)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			data, _ := os.ReadFile(ts.MkAbs("serve.log"))
+			if re.Match(data) {
+				break
+			}
+			if time.Now().After(deadline) {
+				ts.Fatalf("serve.log never matched %q", *when)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		time.Sleep(*after)
 	}
 	sig := syscall.SIGTERM
 	if *kill {
