@@ -22,7 +22,9 @@ const EnvData = "SBX_DATA"
 // Keep this list short and documented; anything else is a typo.
 var otherEnv = []string{
 	EnvData,
-	"SBX_CACHE", // vm: cache for built kernels and images
+	"SBX_CACHE",     // vm: cache for built kernels and images
+	"SBX_HOOK_LOG",  // hooks (guest side): decision log file
+	"SBX_WORKSPACE", // hooks (guest side): the workspace root
 }
 
 func isOtherEnv(name string) bool { return slices.Contains(otherEnv, name) }

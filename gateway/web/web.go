@@ -179,6 +179,9 @@ func WithBodyLimit(n int64, h http.Handler) http.Handler {
 	})
 }
 
+// JSONReadTimeout bounds reading one JSON body.
+const JSONReadTimeout = 30 * time.Second
+
 // errAnswered means decodeJSON already wrote the error response.
 var errAnswered = errors.New("response written")
 
@@ -193,6 +196,9 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 		writeError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: %d bytes, limit %d", r.ContentLength, limit))
 		return errAnswered
 	}
+	// The server has no global read timeout (uploads and streams differ);
+	// a JSON body must arrive in reasonable time, not trickle in.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(JSONReadTimeout))
 	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
