@@ -14,7 +14,6 @@ import (
 
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
-	"sbx.dev/sbx/vm/initramfs"
 	"sbx.dev/sbx/vm/kernel"
 )
 
@@ -36,7 +35,7 @@ func newBench(b *testing.B) *benchSetup {
 			b.Fatal(err)
 		}
 	}
-	be, err := New(context.Background(), Config{DataDir: dir, Kernel: &k, Init: initramfs.BuildTestBinary(b)})
+	be, err := New(context.Background(), Config{DataDir: dir, Kernel: &k, Init: testInit(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

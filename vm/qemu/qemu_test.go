@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/initramfs"
 	"sbx.dev/sbx/vm/kernel"
 	"sbx.dev/sbx/vm/vmtest"
 )
@@ -44,7 +43,7 @@ func smallKernel() (kernel.Kernel, bool) {
 
 // conformance runs the vm.Backend suite against real QEMU with kernel k.
 func conformance(t *testing.T, k kernel.Kernel) {
-	init := initramfs.BuildTestBinary(t)
+	init := testInit(t)
 	dir := t.TempDir()
 	var mu sync.Mutex
 	var cur *Backend
