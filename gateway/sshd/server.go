@@ -71,6 +71,7 @@ type Server struct {
 	sessions    map[string]int      // live sessions per user
 	channels    map[string]*resizes // window changes per session channel
 	nextChannel uint64
+	live        map[net.Conn]struct{} // every accepted connection
 	ln          net.Listener
 	closing     bool
 	conns       sync.WaitGroup
@@ -108,7 +109,7 @@ func New(o Options) (*Server, error) {
 	if o.MaxSessionsPerUser <= 0 {
 		o.MaxSessionsPerUser = 16
 	}
-	s := &Server{Options: o, sessions: map[string]int{}, channels: map[string]*resizes{}}
+	s := &Server{Options: o, sessions: map[string]int{}, channels: map[string]*resizes{}, live: map[net.Conn]struct{}{}}
 	s.srv = &ssh.Server{
 		Version:          "sbx",
 		Handler:          s.handle,
@@ -141,29 +142,51 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
+	var backoff time.Duration
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			s.mu.Lock()
 			closing := s.closing
 			s.mu.Unlock()
-			if closing {
+			if closing || errors.Is(err, net.ErrClosed) {
 				return ssh.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("ssh accept: %w", err)
+			// Out of file descriptors and the like: wait, do not die.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.Logger.Error("ssh accept", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
 		}
-		s.conns.Add(1)
+		backoff = 0
+		if !s.track(conn, true) {
+			conn.Close()
+			continue
+		}
 		go func() {
-			defer s.conns.Done()
+			defer s.track(conn, false)
 			defer s.recover("connection", conn.RemoteAddr().String())
 			s.srv.HandleConn(conn)
 		}()
 	}
+}
+
+// track records live connections, handshakes included (the library only
+// tracks authenticated ones), so Shutdown can cut them all.
+func (s *Server) track(c net.Conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.closing {
+			return false
+		}
+		s.live[c] = struct{}{}
+		s.conns.Add(1)
+		return true
+	}
+	delete(s.live, c)
+	s.conns.Done()
+	return true
 }
 
 // Shutdown stops accepting, waits for connections to end until ctx is done,
@@ -182,7 +205,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		_ = s.srv.Close()
+		s.mu.Lock()
+		for c := range s.live {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
 		<-done
 		return ctx.Err()
 	}

@@ -291,6 +291,47 @@ func TestHandshakeDeadline(t *testing.T) {
 	}
 }
 
+// TestShutdownCutsHandshakes: a client stuck before authentication cannot
+// hold Shutdown past its context.
+func TestShutdownCutsHandshakes(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := New(Options{
+		HostKey: newSigner(t), Identity: keys.NewService(st, audit.New(st, nil, nil), nil),
+		Throttle:         throttle.NewAuth(20, time.Minute, nil),
+		HandshakeTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Read(make([]byte, 8)); err != nil { // the banner: accepted
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Shutdown waited %v for a handshake", took)
+	}
+}
+
 func TestJoinKeyArgs(t *testing.T) {
 	cases := []struct {
 		args []string
