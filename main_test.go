@@ -54,8 +54,13 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Fatal("the end-to-end tests need the OpenSSH client (apt-get install openssh-client)")
+	for tool, pkg := range map[string]string{
+		"ssh": "openssh-client", "ssh-keygen": "openssh-client", "ssh-agent": "openssh-client",
+		"sqlite3": "sqlite3", "bash": "bash", "timeout": "coreutils",
+	} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the end-to-end tests need %s (apt-get install %s)", tool, pkg)
+		}
 	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
