@@ -322,7 +322,9 @@ func pendingUnless(final bool) verdict {
 // isReference reports a shell or template variable ($X, ${X}, $(cmd)) rather
 // than a literal value.
 func isReference(v []byte) bool {
-	if len(v) < 2 || v[0] != '$' {
+	// A long value is not a reference (and "${TOKEN=${TOKEN=…" must not
+	// make every trigger scan to the line end).
+	if len(v) < 2 || len(v) > 256 || v[0] != '$' {
 		return false
 	}
 	switch v[1] {

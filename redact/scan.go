@@ -138,6 +138,10 @@ func (a *automaton) scan(buf []byte, prev byte, final, force bool, sc *scratch) 
 	s := a.walk(buf, sc)
 	spans := sc.spans[:0]
 	defer func() { sc.spans = spans }()
+	// last is the latest pattern match. A trigger inside it is not checked:
+	// it is redacted anyway, and checking "TOKEN=TOKEN=TOKEN=…" trigger by
+	// trigger would cost quadratic time.
+	last := span{-1, -1, -1}
 	for _, h := range sc.hits {
 		i := h.i
 		if n := int(a.secret[h.st]); n > 0 && i+1-n < h.lim {
@@ -146,7 +150,7 @@ func (a *automaton) scan(buf []byte, prev byte, final, force bool, sc *scratch) 
 		for t := a.trig[h.st]; t != 0; t &= t - 1 {
 			tr := &triggers[bits.TrailingZeros64(t)]
 			ts, te := i+1-len(tr.text), i+1
-			if ts >= h.lim {
+			if ts >= h.lim || (ts >= last.s && te <= last.e) {
 				continue
 			}
 			if tr.key {
@@ -166,6 +170,9 @@ func (a *automaton) scan(buf []byte, prev byte, final, force bool, sc *scratch) 
 			switch ms, me, vd := tr.check(buf, ts, te, prev, decideAll); vd {
 			case found:
 				spans = append(spans, span{ms, me, min(ms, ts)})
+				if me > last.e {
+					last = span{ms, me, ts}
+				}
 			case pending:
 				hold = min(hold, ts)
 			}
