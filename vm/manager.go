@@ -304,13 +304,17 @@ func (m *Manager) ready(ctx context.Context, name string, e *entry) error {
 		c.Close()
 		return fmt.Errorf("agent ping: %w", err)
 	}
-	if err := c.SetClock(ctx, time.Now()); err != nil {
-		c.Close()
-		return fmt.Errorf("agent set clock: %w", err)
-	}
+	// Both on their own streams at once: a wake waits for the slower only.
 	seed := make([]byte, 64)
 	rand.Read(seed)
-	if err := c.Reseed(ctx, seed); err != nil {
+	clockErr := make(chan error, 1)
+	go func() { clockErr <- c.SetClock(ctx, time.Now()) }()
+	err = c.Reseed(ctx, seed)
+	if cerr := <-clockErr; cerr != nil {
+		c.Close()
+		return fmt.Errorf("agent set clock: %w", cerr)
+	}
+	if err != nil {
 		c.Close()
 		return fmt.Errorf("agent reseed: %w", err)
 	}

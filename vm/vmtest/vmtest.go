@@ -76,6 +76,7 @@ func Run(t *testing.T, s Setup) {
 		}
 	}()
 	const box = "conf-main"
+	second := m.Events(ctx) // any number of subscribers each see every event
 
 	t.Run("BadNames", func(t *testing.T) {
 		for _, name := range []string{"", ".", "..", "../escape", "a/b", "/abs", "sp ace", strings.Repeat("x", 129), "nul\x00"} {
@@ -121,6 +122,25 @@ func Run(t *testing.T, s Setup) {
 			t.Fatalf("stats: %+v", st)
 		}
 		t.Logf("private memory %d MiB", st.PrivateBytes>>20)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("StatsCPU", func(t *testing.T) {
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "while :; do :; done </dev/null >/dev/null 2>&1 & echo $!"}}, nil)
+		pid := strings.TrimSpace(r.stdout)
+		defer run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"kill", pid}}, nil)
+		m.Stats(ctx, box)
+		time.Sleep(time.Second)
+		st, err := m.Stats(ctx, box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("busy guest: %.0f%% CPU", st.CPUPercent)
+		if st.CPUPercent < 20 || st.CPUPercent > 400 {
+			t.Fatalf("a busy loop in the guest shows %.1f%% CPU", st.CPUPercent)
+		}
 	})
 	if t.Failed() {
 		return
@@ -401,7 +421,7 @@ func Run(t *testing.T, s Setup) {
 
 	t.Run("MaxDuration", func(t *testing.T) {
 		short := spec
-		short.MaxDuration = 2 * time.Second
+		short.MaxDuration = 8 * time.Second
 		if _, err := m.Create(ctx, "conf-short", short); err != nil {
 			t.Fatal(err)
 		}
@@ -409,6 +429,15 @@ func Run(t *testing.T, s Setup) {
 		b, err := m.Start(ctx, "conf-short")
 		if err != nil && !strings.Contains(b.Reason, "max duration") {
 			t.Fatal(err)
+		}
+		// A gateway restart in the middle: the new manager recomputes the
+		// limit from the start time.
+		restarted := time.Since(b.Started) < 6*time.Second
+		if restarted {
+			m.Close()
+			m = newManager(t)
+		} else {
+			t.Logf("boot was slow; the restart half of this check is skipped")
 		}
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
@@ -418,8 +447,11 @@ func Run(t *testing.T, s Setup) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if b.State != vm.Failed || !strings.Contains(b.Reason, "max duration 2s reached") {
+		if b.State != vm.Failed || !strings.Contains(b.Reason, "max duration 8s reached") {
 			t.Fatalf("box past its max duration: %+v", b)
+		}
+		if early := b.Started.Add(short.MaxDuration).Sub(b.Updated); early > time.Second {
+			t.Fatalf("killed %v before its max duration", early)
 		}
 		// The limit holds across a restart: still failed, cannot start again.
 		m.Close()
@@ -432,6 +464,14 @@ func Run(t *testing.T, s Setup) {
 		}
 	})
 
+	select {
+	case ev := <-second:
+		if ev.To != vm.Creating {
+			t.Errorf("second subscriber's first event: %+v", ev)
+		}
+	default:
+		t.Errorf("second subscriber got no event")
+	}
 	evMu.Lock()
 	defer evMu.Unlock()
 	var got []string
