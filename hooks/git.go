@@ -1,0 +1,220 @@
+package hooks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// gitReadOnly are the git subcommands that only read the repository, each
+// with an extra check where some of its forms write. Subcommands that reach
+// the network (fetch, ls-remote, remote show) are not here either.
+//
+// Known limit: git itself runs programs named in the repository's config
+// (core.fsmonitor, diff.external, textconv drivers) and `status` may
+// refresh the index. The config is the driver lane's, guarded by the guard
+// hook; this lane denies -c and --config-env so it cannot add its own.
+var gitReadOnly = map[string]func(args []arg) error{
+	"status": gitGeneric, "log": gitGeneric, "diff": gitGeneric, "show": gitGeneric,
+	"blame": gitGeneric, "annotate": gitGeneric, "grep": gitGrep, "ls-files": gitGeneric,
+	"ls-tree": gitGeneric, "rev-parse": gitGeneric, "rev-list": gitGeneric,
+	"describe": gitGeneric, "shortlog": gitGeneric, "cat-file": gitGeneric,
+	"merge-base": gitGeneric, "name-rev": gitGeneric, "show-ref": gitGeneric,
+	"for-each-ref": gitGeneric, "whatchanged": gitGeneric, "count-objects": gitGeneric,
+	"diff-tree": gitGeneric, "diff-files": gitGeneric, "diff-index": gitGeneric,
+	"check-ignore": gitGeneric, "check-attr": gitGeneric, "cherry": gitGeneric,
+	"range-diff": gitGeneric, "version": gitGeneric, "var": gitGeneric,
+	"branch": gitBranch, "tag": gitTag, "remote": gitRemote, "stash": gitStash,
+	"reflog": gitReflog, "worktree": gitWorktree, "config": gitConfig,
+}
+
+// checkGit allows git's harmless global options, then a read-only
+// subcommand. -c, --config-env, --exec-path, --git-dir and --work-tree are
+// refused: each can make git run a program of the caller's choosing.
+func checkGit(args []arg) error {
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i].text
+		switch {
+		case a == "--no-pager" || a == "-P" || a == "--no-optional-locks" ||
+			a == "--literal-pathspecs" || a == "--no-replace-objects" || a == "--glob-pathspecs" ||
+			a == "--noglob-pathspecs" || a == "--icase-pathspecs":
+		case a == "-C":
+			i++
+		case strings.HasPrefix(a, "-"):
+			return fmt.Errorf("global option %s is not allowed", a)
+		default:
+			sub := args[i]
+			if !sub.static {
+				return errors.New("the subcommand must be literal")
+			}
+			check, ok := gitReadOnly[sub.text]
+			if !ok {
+				return fmt.Errorf("%q is not a read-only git subcommand", sub.text)
+			}
+			if err := check(args[i+1:]); err != nil {
+				return fmt.Errorf("%s: %w", sub.text, err)
+			}
+			return nil
+		}
+	}
+	return errors.New("no subcommand")
+}
+
+// gitGeneric refuses the options of the log/diff family that write a file
+// (--output) or run a program (--ext-diff, and grep's --open-files-in-pager).
+func gitGeneric(args []arg) error {
+	for _, o := range options(args) {
+		if longIs(o, "output", "ext-diff", "open-files-in-pager") {
+			return fmt.Errorf("option %s writes a file or runs a program", o)
+		}
+	}
+	return nil
+}
+
+func gitGrep(args []arg) error {
+	for _, o := range options(args) {
+		if shortHas(o, "O", "efABCm") {
+			return fmt.Errorf("option %s runs a pager program", o)
+		}
+	}
+	return gitGeneric(args)
+}
+
+// gitBranch allows listing only: no operand unless --list is given, and no
+// option outside the listing ones.
+func gitBranch(args []arg) error {
+	listing := map[string]bool{
+		"-a": true, "--all": true, "-r": true, "--remotes": true, "-v": true, "-vv": true,
+		"--verbose": true, "-l": true, "--list": true, "--show-current": true, "--color": true,
+		"--no-color": true, "--column": true, "--no-column": true, "--abbrev": true,
+		"--no-abbrev": true, "-i": true, "--ignore-case": true, "--omit-empty": true,
+		"--contains": true, "--no-contains": true, "--merged": true, "--no-merged": true,
+		"--points-at": true, "--sort": true, "--format": true,
+	}
+	valued := map[string]bool{
+		"--contains": true, "--no-contains": true, "--merged": true, "--no-merged": true,
+		"--points-at": true, "--sort": true, "--format": true,
+	}
+	list, operands := false, 0
+	for i := 0; i < len(args); i++ {
+		a := args[i].text
+		if !strings.HasPrefix(a, "-") {
+			operands++
+			continue
+		}
+		name, _, hasValue := strings.Cut(a, "=")
+		if !listing[name] {
+			return fmt.Errorf("option %s is not a listing option", a)
+		}
+		if name == "-l" || name == "--list" {
+			list = true
+		}
+		// Some of these take an optional value; git only takes the next
+		// argument as one when it is not an option itself.
+		if valued[name] && !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1].text, "-") {
+			i++
+		}
+	}
+	if operands > 0 && !list {
+		return errors.New("a branch name without --list creates a branch")
+	}
+	return nil
+}
+
+func gitTag(args []arg) error {
+	if len(args) == 0 {
+		return nil
+	}
+	list := false
+	for _, a := range args {
+		switch {
+		case a.text == "-l" || a.text == "--list":
+			list = true
+		case a.text == "-n" || strings.HasPrefix(a.text, "-n") && isDigits(a.text[2:]) ||
+			strings.HasPrefix(a.text, "--sort=") || strings.HasPrefix(a.text, "--format=") ||
+			strings.HasPrefix(a.text, "--contains") || strings.HasPrefix(a.text, "--points-at") ||
+			strings.HasPrefix(a.text, "--merged") || a.text == "--column" || a.text == "--no-column":
+		case strings.HasPrefix(a.text, "-"):
+			return fmt.Errorf("option %s is not a listing option", a)
+		}
+	}
+	if !list {
+		return errors.New("only listing (-l/--list) is allowed")
+	}
+	return nil
+}
+
+func gitRemote(args []arg) error {
+	switch {
+	case len(args) == 0:
+		return nil
+	case len(args) == 1 && (args[0].text == "-v" || args[0].text == "--verbose"):
+		return nil
+	case args[0].text == "get-url":
+		for _, a := range args[1:] {
+			if a.text != "--all" && a.text != "--push" && strings.HasPrefix(a.text, "-") {
+				return fmt.Errorf("option %s is not allowed", a)
+			}
+		}
+		return nil
+	}
+	return errors.New("only `git remote`, `git remote -v` and `git remote get-url` are allowed")
+}
+
+func gitStash(args []arg) error {
+	if len(args) > 0 && (args[0].text == "list" || args[0].text == "show") {
+		return gitGeneric(args[1:])
+	}
+	return errors.New("only `git stash list` and `git stash show` are allowed")
+}
+
+func gitReflog(args []arg) error {
+	if len(args) == 0 || strings.HasPrefix(args[0].text, "-") {
+		return gitGeneric(args)
+	}
+	if args[0].text == "show" || args[0].text == "exists" {
+		return gitGeneric(args[1:])
+	}
+	return errors.New("only `git reflog [show]` is allowed")
+}
+
+func gitWorktree(args []arg) error {
+	if len(args) > 0 && args[0].text == "list" {
+		return nil
+	}
+	return errors.New("only `git worktree list` is allowed")
+}
+
+// gitConfig allows reading one value or listing: `git config --get NAME`,
+// `--get-all`, `--get-regexp`, `--list`, and the newer `git config get|list`.
+func gitConfig(args []arg) error {
+	modes := map[string]bool{"--get": true, "--get-all": true, "--get-regexp": true, "--list": true, "-l": true}
+	modifiers := map[string]bool{
+		"--show-origin": true, "--show-scope": true, "-z": true, "--null": true, "--name-only": true,
+		"--local": true, "--global": true, "--system": true, "--worktree": true, "--includes": true,
+		"--no-includes": true, "--all": true, "--bool": true, "--int": true, "--path": true,
+	}
+	start := 0
+	mode := false
+	if len(args) > 0 && (args[0].text == "get" || args[0].text == "list") {
+		start, mode = 1, true
+	}
+	operands := 0
+	for _, a := range args[start:] {
+		name, _, _ := strings.Cut(a.text, "=")
+		switch {
+		case modes[name] && start == 0:
+			mode = true
+		case modifiers[name] || name == "--type" || name == "--default":
+		case strings.HasPrefix(a.text, "-"):
+			return fmt.Errorf("option %s is not allowed", a)
+		default:
+			operands++
+		}
+	}
+	if !mode || operands > 2 {
+		return errors.New("only reading (--get, --get-all, --get-regexp, --list, get, list) is allowed")
+	}
+	return nil
+}

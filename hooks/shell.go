@@ -1,0 +1,536 @@
+package hooks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// maxCommand and maxDepth bound the work one decision may take; past them the
+// command is denied.
+const (
+	maxCommand = 64 << 10
+	maxDepth   = 32
+)
+
+// CheckReadOnly returns nil when the Bash command cannot write: it parses as
+// bash, every simple command in it (including inside $(...), <(...),
+// pipelines, loops and conditionals) is a program on the read-only
+// allow-list with arguments its checker accepts, and output goes nowhere but
+// a pipe, /dev/null or a standard stream. Anything else is an error naming
+// the first problem: an unparsable command, a construct the checker does not
+// model (functions, eval, assignments, arithmetic, coprocesses...), a
+// computed argument where the value matters.
+//
+// It is an allow-list over the parsed syntax tree; it never pattern-matches
+// the command text.
+func CheckReadOnly(command string) error {
+	if len(command) > maxCommand {
+		return fmt.Errorf("the command is longer than %d bytes", maxCommand)
+	}
+	if strings.ContainsRune(command, 0) {
+		return errors.New("the command contains a NUL byte")
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
+	if err != nil {
+		return fmt.Errorf("cannot parse the command as bash (%v)", err)
+	}
+	return (&shellChecker{}).stmts(f.Stmts)
+}
+
+type shellChecker struct {
+	depth int
+}
+
+func (c *shellChecker) enter() error {
+	c.depth++
+	if c.depth > maxDepth {
+		return fmt.Errorf("the command nests deeper than %d levels", maxDepth)
+	}
+	return nil
+}
+
+func (c *shellChecker) leave() { c.depth-- }
+
+func (c *shellChecker) stmts(list []*syntax.Stmt) error {
+	for _, s := range list {
+		if err := c.stmt(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *shellChecker) stmt(s *syntax.Stmt) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	if s.Coprocess || s.Disown {
+		return errors.New("coprocesses and disown are not allowed")
+	}
+	for _, r := range s.Redirs {
+		if err := c.redirect(r); err != nil {
+			return err
+		}
+	}
+	if s.Cmd == nil {
+		return nil
+	}
+	return c.command(s.Cmd)
+}
+
+// outputSinks are the only targets output may be redirected to.
+var outputSinks = map[string]bool{"/dev/null": true, "/dev/stdout": true, "/dev/stderr": true}
+
+func (c *shellChecker) redirect(r *syntax.Redirect) error {
+	if r.N != nil && !isDigits(r.N.Value) {
+		return fmt.Errorf("redirection with a named file descriptor %q is not allowed", r.N.Value)
+	}
+	switch r.Op {
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll:
+		a, err := c.word(r.Word)
+		if err != nil {
+			return err
+		}
+		if !a.static || !outputSinks[a.text] {
+			return fmt.Errorf("output redirection %s%s%s writes a file (only /dev/null is allowed)", fd(r), r.Op, wordString(r.Word))
+		}
+	case syntax.DplOut, syntax.DplIn:
+		a, err := c.word(r.Word)
+		if err != nil {
+			return err
+		}
+		if !a.static || !(isDigits(a.text) || a.text == "-") {
+			return fmt.Errorf("redirection %s%s is not a file descriptor duplication", r.Op, wordString(r.Word))
+		}
+	case syntax.RdrIn, syntax.WordHdoc:
+		if _, err := c.word(r.Word); err != nil {
+			return err
+		}
+	case syntax.Hdoc, syntax.DashHdoc:
+		if r.Hdoc != nil {
+			if _, err := c.word(r.Hdoc); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("redirection %s opens a file for writing", r.Op)
+	}
+	return nil
+}
+
+func (c *shellChecker) command(cmd syntax.Command) error {
+	switch x := cmd.(type) {
+	case *syntax.CallExpr:
+		return c.call(x)
+	case *syntax.Block:
+		return c.stmts(x.Stmts)
+	case *syntax.Subshell:
+		return c.stmts(x.Stmts)
+	case *syntax.BinaryCmd:
+		if err := c.stmt(x.X); err != nil {
+			return err
+		}
+		return c.stmt(x.Y)
+	case *syntax.IfClause:
+		for ; x != nil; x = x.Else {
+			if err := c.stmts(x.Cond); err != nil {
+				return err
+			}
+			if err := c.stmts(x.Then); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *syntax.WhileClause:
+		if err := c.stmts(x.Cond); err != nil {
+			return err
+		}
+		return c.stmts(x.Do)
+	case *syntax.ForClause:
+		it, ok := x.Loop.(*syntax.WordIter)
+		if !ok {
+			return errors.New("arithmetic for loops (C style) are not allowed")
+		}
+		for _, w := range it.Items {
+			if _, err := c.word(w); err != nil {
+				return err
+			}
+		}
+		return c.stmts(x.Do)
+	case *syntax.CaseClause:
+		if _, err := c.word(x.Word); err != nil {
+			return err
+		}
+		for _, item := range x.Items {
+			for _, p := range item.Patterns {
+				if _, err := c.word(p); err != nil {
+					return err
+				}
+			}
+			if err := c.stmts(item.Stmts); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *syntax.TestClause:
+		return c.test(x.X)
+	case *syntax.TimeClause:
+		if x.Stmt == nil {
+			return nil
+		}
+		return c.stmt(x.Stmt)
+	case *syntax.FuncDecl:
+		return errors.New("defining shell functions is not allowed")
+	case *syntax.DeclClause:
+		return fmt.Errorf("%s is not allowed (it sets variables)", x.Variant.Value)
+	case *syntax.ArithmCmd, *syntax.LetClause:
+		return errors.New("arithmetic commands are not allowed")
+	case *syntax.CoprocClause:
+		return errors.New("coproc is not allowed")
+	default:
+		return fmt.Errorf("shell construct %T is not allowed", cmd)
+	}
+}
+
+// test checks a [[ ]] expression. Arithmetic comparisons are refused unless
+// both sides are plain numbers: bash evaluates their operands as arithmetic,
+// and an array subscript there runs command substitutions.
+func (c *shellChecker) test(e syntax.TestExpr) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	switch x := e.(type) {
+	case *syntax.Word:
+		_, err := c.word(x)
+		return err
+	case *syntax.UnaryTest:
+		if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
+			return fmt.Errorf("[[ %s ]] evaluates a variable subscript", x.Op)
+		}
+		return c.test(x.X)
+	case *syntax.ParenTest:
+		return c.test(x.X)
+	case *syntax.BinaryTest:
+		switch x.Op {
+		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+			for _, side := range []syntax.TestExpr{x.X, x.Y} {
+				w, ok := side.(*syntax.Word)
+				if !ok {
+					return fmt.Errorf("arithmetic comparison %s in [[ ]] needs plain numbers", x.Op)
+				}
+				a, err := c.word(w)
+				if err != nil {
+					return err
+				}
+				if !a.static || !isDigits(strings.TrimPrefix(a.text, "-")) {
+					return fmt.Errorf("arithmetic comparison %s in [[ ]] needs plain numbers, not %s", x.Op, wordString(w))
+				}
+			}
+			return nil
+		}
+		if err := c.test(x.X); err != nil {
+			return err
+		}
+		return c.test(x.Y)
+	default:
+		return fmt.Errorf("test expression %T is not allowed", e)
+	}
+}
+
+// arg is one word of a simple command as far as it can be known before the
+// shell runs it.
+type arg struct {
+	// text is the word with quoting removed. For a word that is not static,
+	// computed parts are left as written.
+	text string
+	// static: text is exactly the single argument the program receives.
+	static bool
+	// safeLead: not static, but every argument it can expand to begins with
+	// the same literal character, which is not '-': it is an operand, never
+	// an option (a glob like src/*.go, "$dir/x").
+	safeLead bool
+}
+
+func (a arg) String() string { return a.text }
+
+// word checks the expansions inside w (command and process substitutions
+// must themselves be read-only) and describes the argument it makes.
+func (c *shellChecker) word(w *syntax.Word) (arg, error) {
+	if err := c.enter(); err != nil {
+		return arg{}, err
+	}
+	defer c.leave()
+	var b strings.Builder
+	static := true
+	splits := false // an unquoted expansion: word splitting can make new words
+	for _, part := range w.Parts {
+		switch x := part.(type) {
+		case *syntax.Lit:
+			text, glob := unescapeUnquoted(x.Value)
+			b.WriteString(text)
+			if glob {
+				static = false
+			}
+		case *syntax.SglQuoted:
+			if x.Dollar {
+				// $'...' decodes escapes such as \x2d ("-"); treat its
+				// value as unknown.
+				static = false
+				splits = true
+				b.WriteString("$'" + x.Value + "'")
+				continue
+			}
+			b.WriteString(x.Value)
+		case *syntax.DblQuoted:
+			if x.Dollar {
+				static = false // $"..." is translated at run time
+			}
+			for _, dp := range x.Parts {
+				if l, ok := dp.(*syntax.Lit); ok {
+					b.WriteString(unescapeDouble(l.Value))
+					continue
+				}
+				if err := c.expansion(dp); err != nil {
+					return arg{}, err
+				}
+				static = false
+				b.WriteString("$…")
+			}
+		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp:
+			if err := c.expansion(part); err != nil {
+				return arg{}, err
+			}
+			static, splits = false, true
+			b.WriteString("$…")
+		case *syntax.ProcSubst:
+			if x.Op != syntax.CmdIn {
+				return arg{}, errors.New("output process substitution >(...) is not allowed")
+			}
+			if err := c.stmts(x.Stmts); err != nil {
+				return arg{}, err
+			}
+			// Expands to a single /dev/fd/N path.
+			static = false
+			b.WriteString("/dev/fd/…")
+		case *syntax.ExtGlob:
+			static = false
+			b.WriteString(x.Op.String() + x.Pattern.Value + ")")
+		default:
+			return arg{}, fmt.Errorf("word part %T is not allowed", part)
+		}
+	}
+	a := arg{text: b.String(), static: static}
+	if !static && !splits {
+		a.safeLead = leadsLiterally(w)
+	}
+	return a, nil
+}
+
+// expansion checks a $..., ${...}, $(...) or $((...)) inside a word.
+func (c *shellChecker) expansion(part syntax.WordPart) error {
+	switch x := part.(type) {
+	case *syntax.ParamExp:
+		// Plain $name, ${name} and ${#name} only: the other forms assign
+		// (${x:=v}), evaluate arithmetic in subscripts and slices, or carry
+		// words of their own.
+		plain := x.Param != nil && x.Index == nil && x.Slice == nil && x.Repl == nil &&
+			x.Exp == nil && !x.Excl && x.Names == 0 && x.NestedParam == nil && x.Flags == nil &&
+			len(x.Modifiers) == 0 && !x.Width && !x.IsSet
+		if !plain {
+			return fmt.Errorf("parameter expansion %s is not allowed (only $name and ${name})", nodeString(x))
+		}
+		return nil
+	case *syntax.CmdSubst:
+		if x.TempFile || x.ReplyVar {
+			return errors.New("mksh command substitution forms are not allowed")
+		}
+		return c.stmts(x.Stmts)
+	case *syntax.ArithmExp:
+		return errors.New("arithmetic expansion $((...)) is not allowed")
+	default:
+		return fmt.Errorf("expansion %T is not allowed", part)
+	}
+}
+
+// leadsLiterally reports whether w starts with a literal character other
+// than '-' that no expansion can change (so a glob or "$x" later in the word
+// cannot turn it into an option).
+func leadsLiterally(w *syntax.Word) bool {
+	if len(w.Parts) == 0 {
+		return false
+	}
+	var first string
+	switch x := w.Parts[0].(type) {
+	case *syntax.Lit:
+		v := x.Value
+		if v == "" {
+			return false
+		}
+		switch v[0] {
+		case '\\':
+			if len(v) < 2 || v[1] == '\n' {
+				return false
+			}
+			first = v[1:2]
+		case '*', '?', '[', '{', '~':
+			return false
+		default:
+			first = v[:1]
+		}
+	case *syntax.SglQuoted:
+		if x.Dollar || x.Value == "" {
+			return false
+		}
+		first = x.Value[:1]
+	case *syntax.DblQuoted:
+		if x.Dollar || len(x.Parts) == 0 {
+			return false
+		}
+		l, ok := x.Parts[0].(*syntax.Lit)
+		if !ok || l.Value == "" {
+			return false
+		}
+		first = unescapeDouble(l.Value)[:1]
+	case *syntax.ProcSubst:
+		return true // /dev/fd/N
+	default:
+		return false
+	}
+	return first != "-"
+}
+
+// unescapeUnquoted removes backslash quoting from an unquoted literal the
+// way bash does (so `-\i` is "-i") and reports unescaped glob or brace
+// characters, which make the word expand to file names or several words.
+func unescapeUnquoted(s string) (string, bool) {
+	var b strings.Builder
+	glob := false
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case ch == '\\' && i+1 < len(s):
+			i++
+			if s[i] != '\n' {
+				b.WriteByte(s[i])
+			}
+		case ch == '*' || ch == '?':
+			glob = true
+			b.WriteByte(ch)
+		case ch == '[' && strings.IndexByte(s[i:], ']') > 0, ch == '{' && isBraceExpansion(s[i:]):
+			// A bracket with no closer is literal (the "[" builtin), and so
+			// is a brace without a comma or ".." inside ("{}", "@{u}").
+			glob = true
+			b.WriteByte(ch)
+		default:
+			b.WriteByte(ch)
+		}
+	}
+	return b.String(), glob
+}
+
+// isBraceExpansion reports whether s, starting at '{', may be a bash brace
+// expansion: a '}' follows, with a ',' or ".." before it. Nested or escaped
+// braces only make it answer yes more often.
+func isBraceExpansion(s string) bool {
+	end := strings.IndexByte(s, '}')
+	if end < 0 {
+		return false
+	}
+	inner := s[1:end]
+	return strings.Contains(inner, ",") || strings.Contains(inner, "..") || strings.ContainsAny(inner, "{\\")
+}
+
+// unescapeDouble removes the backslashes bash removes inside double quotes.
+func unescapeDouble(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("$`\"\\\n", s[i+1]) >= 0 {
+			i++
+			if s[i] != '\n' {
+				b.WriteByte(s[i])
+			}
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func (c *shellChecker) call(x *syntax.CallExpr) error {
+	if len(x.Assigns) > 0 {
+		return fmt.Errorf("variable assignments (%s=...) are not allowed", x.Assigns[0].Name.Value)
+	}
+	args := make([]arg, len(x.Args))
+	for i, w := range x.Args {
+		a, err := c.word(w)
+		if err != nil {
+			return err
+		}
+		args[i] = a
+	}
+	name := args[0]
+	if !name.static {
+		return fmt.Errorf("the program name %s is computed at run time", wordString(x.Args[0]))
+	}
+	if strings.ContainsRune(name.text, '/') {
+		return fmt.Errorf("%q: run programs by name, not by path", name.text)
+	}
+	p, ok := programs[name.text]
+	if !ok {
+		return fmt.Errorf("%q is not a read-only program", name.text)
+	}
+	if p.check == nil {
+		return nil // any arguments, computed or not
+	}
+	rest := args[1:]
+	for i, a := range rest {
+		if p.computed {
+			break
+		}
+		if !a.static && !a.safeLead {
+			return fmt.Errorf("argument %s of %s is computed at run time; write it literally", wordString(x.Args[i+1]), name.text)
+		}
+	}
+	if err := p.check(rest); err != nil {
+		return fmt.Errorf("%s: %w", name.text, err)
+	}
+	return nil
+}
+
+func fd(r *syntax.Redirect) string {
+	if r.N == nil {
+		return ""
+	}
+	return r.N.Value
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func wordString(w *syntax.Word) string { return nodeString(w) }
+
+func nodeString(n syntax.Node) string {
+	var b strings.Builder
+	if err := syntax.NewPrinter().Print(&b, n); err != nil {
+		return fmt.Sprintf("%T", n)
+	}
+	s := b.String()
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
