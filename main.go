@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/gateway"
+	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/guest"
 )
@@ -40,6 +41,7 @@ func newRoot() *cobra.Command {
 		gateway.NewServeCommand(),
 		gateway.NewConfigCommand(),
 		vm.NewDoctorCommand(),
+		hooks.NewCommand(),
 	)
 	return root
 }
