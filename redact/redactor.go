@@ -49,6 +49,7 @@ type Redactor struct {
 	next       atomic.Int64 // unix nanos when the next background reload is due
 	refreshing atomic.Bool
 	mu         sync.Mutex // serialises reloads
+	short      int        // secrets too short at the last reload (guarded by mu)
 }
 
 // New loads the known secrets once and returns a Redactor that reloads them
@@ -90,10 +91,12 @@ func (r *Redactor) Refresh(ctx context.Context) error {
 		}
 	}
 	secrets, short := normalize(list)
-	if short > 0 {
+	if short > 0 && short != r.short {
+		// Once per change, not on every reload.
 		r.log.Warn("redact: known secrets too short to match exactly; only the credential patterns cover them",
 			"count", short, "min_bytes", minSecret)
 	}
+	r.short = short
 	if n := tableSize(secrets, triggerTexts()); n > maxTable {
 		r.next.Store(r.now().Add(r.refresh).UnixNano())
 		return fmt.Errorf("load known secrets: %d secrets would need a %d MiB matcher (limit %d MiB)",
@@ -101,6 +104,7 @@ func (r *Redactor) Refresh(ctx context.Context) error {
 	}
 	r.cur.Store(compile(secrets, triggerTexts()))
 	r.next.Store(r.now().Add(r.refresh).UnixNano())
+	r.log.Debug("redact: known secrets loaded", "count", len(secrets))
 	return nil
 }
 

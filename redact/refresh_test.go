@@ -248,6 +248,11 @@ func TestShortSecretsLogged(t *testing.T) {
 	if !redacts(r, secretB) || redacts(r, "12345") {
 		t.Fatal("wrong exact-match set")
 	}
+	// Reported once per change, not on every reload.
+	r.Refresh(context.Background())
+	if n := strings.Count(logs.String(), "too short"); n != 1 {
+		t.Fatalf("short secrets reported %d times", n)
+	}
 }
 
 func TestPatternsOnly(t *testing.T) {
