@@ -61,6 +61,7 @@ func Diagnose(ctx context.Context, dataDir string) []Check {
 		out = append(out, Check{Name: "accelerator", Detail: "not probed: needs QEMU and a kernel"})
 	}
 	out = append(out, busyboxCheck())
+	out = append(out, initramfsCheck(dataDir))
 	for _, tool := range []struct{ bin, pkg string }{{"mkfs.ext4", "e2fsprogs"}, {"qemu-img", "qemu-utils"}} {
 		p, err := exec.LookPath(tool.bin)
 		if err != nil {
@@ -104,6 +105,27 @@ func busyboxCheck() Check {
 		}
 	}
 	c.OK, c.Detail = true, p+" (static)"
+	return c
+}
+
+// initramfsCheck reports the newest generated initramfs. The gateway
+// builds it at start from its own binary, so none yet is not an error.
+func initramfsCheck(dataDir string) Check {
+	c := Check{Name: "initramfs", Optional: true}
+	paths, _ := filepath.Glob(filepath.Join(dataDir, "initramfs", "initramfs-*.cpio"))
+	var newest string
+	var newestT int64
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.ModTime().UnixNano() > newestT {
+			newest, newestT = p, fi.ModTime().UnixNano()
+		}
+	}
+	if newest == "" {
+		c.OK, c.Detail = true, "none yet: generated from this binary when the gateway starts"
+		return c
+	}
+	fi, _ := os.Stat(newest)
+	c.OK, c.Detail = true, fmt.Sprintf("%s (%d MiB)", newest, fi.Size()>>20)
 	return c
 }
 

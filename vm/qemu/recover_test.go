@@ -200,3 +200,46 @@ func copyAll(w *strings.Builder, p *agent.Process) {
 		}
 	}
 }
+
+// TestNewWithoutQEMU: a host without QEMU gets an error naming the fix.
+func TestNewWithoutQEMU(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	k := kernel.Kernel{Kind: kernel.KindSmall, Path: "/nonexistent"}
+	_, err := New(context.Background(), Config{DataDir: t.TempDir(), Kernel: &k, Initramfs: "/nonexistent"})
+	if err == nil || !strings.Contains(err.Error(), "install qemu-system-x86 (go tool task deps)") {
+		t.Fatalf("New without QEMU: %v", err)
+	}
+}
+
+// TestCreateBadImage: an unknown image is refused and leaves no directory.
+func TestCreateBadImage(t *testing.T) {
+	dir := t.TempDir()
+	k := testKernel(t)
+	be, err := New(context.Background(), Config{DataDir: dir, Kernel: &k, Init: testInit(t), Accel: "tcg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.New(context.Background(), vm.Config{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, img := range []string{"nosuch", "../../etc", "agent"} {
+		if img == "agent" {
+			if _, ok := agentImage(); ok {
+				continue
+			}
+		}
+		_, err := m.Create(context.Background(), "b", vm.Spec{Image: img})
+		if err == nil {
+			t.Fatalf("image %q accepted", img)
+		}
+		t.Logf("image %q: %v", img, err)
+		if _, serr := os.Stat(filepath.Join(dir, "boxes", "b")); !os.IsNotExist(serr) {
+			t.Fatalf("refused box left its directory")
+		}
+		if _, gerr := m.Get("b"); gerr == nil {
+			t.Fatalf("refused box listed")
+		}
+	}
+}
