@@ -207,6 +207,8 @@ func assign(buf []byte, ts, te int, prev byte, final, camel bool) (int, int, ver
 	switch buf[te] {
 	case '=':
 		return assignValue(buf, te+1, final)
+	case ' ', '\t', ':':
+		return spacedValue(buf, te, final)
 	case '"':
 		i, vd := expect(buf, te+1, `:`, final)
 		if vd != found {
@@ -249,6 +251,71 @@ func assign(buf []byte, ts, te int, prev byte, final, camel bool) (int, int, ver
 	}
 	return 0, 0, none
 }
+
+// spacedValue reads "key = value" (INI, TOML) and "key: value" (YAML,
+// headers; the blank after the colon is required). In prose and code these
+// forms are common ("password: then press enter", "token = getToken()"), so
+// an unquoted value must look like a credential (credLike).
+func spacedValue(buf []byte, i int, final bool) (int, int, verdict) {
+	for i < len(buf) && (buf[i] == ' ' || buf[i] == '\t') {
+		i++
+	}
+	if i == len(buf) {
+		return 0, 0, pendingUnless(final)
+	}
+	sep := buf[i]
+	if sep != '=' && sep != ':' {
+		return 0, 0, none
+	}
+	i++
+	start := i
+	for i < len(buf) && (buf[i] == ' ' || buf[i] == '\t') {
+		i++
+	}
+	if i == len(buf) {
+		return 0, 0, pendingUnless(final)
+	}
+	if sep == ':' && i == start {
+		// "key:value" is a URL's user:password or a scheme, not YAML.
+		return 0, 0, none
+	}
+	if q := buf[i]; q == '"' || q == '\'' {
+		return quoted(buf, i+1, q, final)
+	}
+	e, open := run(buf, i, valueCh)
+	if open && !final {
+		return 0, 0, pending
+	}
+	if !credLike(buf[i:e]) {
+		return 0, 0, none
+	}
+	return value(buf, i, e)
+}
+
+// credLike: 8+ bytes of base64/URL-safe characters with a digit, or with
+// mixed case and two capitals. "getToken()", "config.secret" and "true"
+// are code, not credentials.
+func credLike(v []byte) bool {
+	if len(v) < 8 {
+		return false
+	}
+	upper, lower, digit := 0, false, false
+	for _, c := range v {
+		switch {
+		case !credCh[c]:
+			return false
+		case c >= '0' && c <= '9':
+			digit = true
+		case c >= 'A' && c <= 'Z':
+			upper++
+		case c >= 'a' && c <= 'z':
+			lower = true
+		}
+	}
+	return digit || (upper >= 2 && lower)
+}
+
+var credCh = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_.~-")
 
 // expect skips blanks from i and then expects lit.
 func expect(buf []byte, i int, lit string, final bool) (int, verdict) {
