@@ -41,11 +41,9 @@ func Main() int {
 	console := openConsole()
 	log := slog.New(slog.NewTextHandler(console, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
-	err := run(ctx, console, &log)
-	if err != nil {
-		log.Error("sbx init: fatal", "err", err)
-		fmt.Fprintf(console, "sbx init: fatal: %v\n", err)
-	}
+	err := run(ctx, console, &log) // returns only on a fatal error
+	log.Error("sbx init: fatal", "err", err)
+	fmt.Fprintf(console, "sbx init: fatal: %v\n", err)
 	powerOff(log)
 	return 1
 }
@@ -98,6 +96,22 @@ func run(ctx context.Context, console io.Writer, logp **slog.Logger) error {
 
 	if err := loadModules(log, "/lib/modules", cmd.Modules); err != nil {
 		return err
+	}
+	// With the stock kernel hvc0 exists only now (virtio_console is a
+	// module): reopen the console for the log and for Go's own crash output.
+	if len(cmd.Modules) > 0 {
+		if f, err := os.OpenFile("/dev/console", os.O_RDWR, 0); err == nil {
+			for fd := 0; fd <= 2; fd++ {
+				// Only replace the runtime's /dev/null stand-ins (or a
+				// closed fd), never a file something else opened.
+				if t, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || t == "/dev/null" {
+					_ = unix.Dup2(int(f.Fd()), fd)
+				}
+			}
+			console = f
+			log = newLogger(console, cmd.Debug)
+			*logp = log
+		}
 	}
 	disks, err := findDisks(2*time.Second, WorkspaceSerial)
 	if err != nil {

@@ -115,7 +115,13 @@ func plan(opts Options) ([]entry, error) {
 	}
 	byName["tmp"] = entry{name: "tmp", mode: modeDir | 0o1777}
 	// The kernel opens /dev/console for init's stdio before devtmpfs exists.
+	// When that fails (console=hvc0 and virtio_console is still a module),
+	// init starts with fds 0-2 closed and the Go runtime aborts unless it can
+	// open /dev/null in their place.
 	if err := add(entry{name: "dev/console", mode: modeChr | 0o600, rdevMj: 5, rdevMn: 1}); err != nil {
+		return nil, err
+	}
+	if err := add(entry{name: "dev/null", mode: modeChr | 0o666, rdevMj: 1, rdevMn: 3}); err != nil {
 		return nil, err
 	}
 	if err := regular("init", opts.Init, 0o755); err != nil {

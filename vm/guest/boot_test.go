@@ -1,0 +1,392 @@
+package guest_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest"
+	"sbx.dev/sbx/vm/initramfs"
+	"sbx.dev/sbx/vm/kernel"
+)
+
+func TestParseCmdline(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want guest.Cmdline
+	}{
+		{"console=hvc0 quiet", guest.Cmdline{}},
+		{"sbx.debug=1", guest.Cmdline{Debug: true}},
+		{"sbx.debug=0 sbx.modules=", guest.Cmdline{}},
+		{"sbx.modules=virtio_mmio,virtio_console.ko,,ext4 x=y", guest.Cmdline{Modules: []string{"virtio_mmio", "virtio_console.ko", "ext4"}}},
+		{"sbx.debugx=1 sbx.debug", guest.Cmdline{Debug: true}},
+	} {
+		got := guest.ParseCmdline(tc.in)
+		if got.Debug != tc.want.Debug || strings.Join(got.Modules, ",") != strings.Join(tc.want.Modules, ",") {
+			t.Errorf("ParseCmdline(%q) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// box is a guest booted by hand: QEMU microvm under TCG with the stock
+// kernel, our initramfs, a workspace disk and the agent port on a socket.
+type box struct {
+	cmd     *exec.Cmd
+	dir     string
+	ws      string
+	console *syncBuffer
+	exited  chan error
+	client  *agent.Client
+	booted  time.Duration // start to first agent reply
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func cacheDir(t testing.TB) string {
+	d := filepath.Join(os.TempDir(), "sbx-guest-test-cache")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mkfs(t testing.TB, path string, sizeMB int, from string) {
+	t.Helper()
+	args := []string{"-q", "-F", "-t", "ext4", "-E", "root_owner=0:0"}
+	if from != "" {
+		args = append(args, "-d", from)
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(sizeMB)<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("mkfs.ext4", append(args, path)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mkfs.ext4 (apt-get install e2fsprogs): %v\n%s", err, out)
+	}
+}
+
+func hostKHz() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "cpu MHz" {
+			if mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return int(mhz * 1000)
+			}
+		}
+	}
+	return 0
+}
+
+// bootBox boots a guest; rootImage, when set, is attached as sbx-root.
+func bootBox(t *testing.T, rootImage string) *box {
+	t.Helper()
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatalf("qemu-system-x86_64 not found (apt-get install qemu-system-x86): %v", err)
+	}
+	k, err := kernel.Stock(cacheDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	initrd, err := initramfs.Build(context.Background(), filepath.Join(cacheDir(t), "initramfs"), initramfs.Options{
+		Init:    initramfs.BuildTestBinary(t),
+		Busybox: "/bin/busybox",
+		Modules: k.Modules,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mods []string
+	for _, m := range k.Modules {
+		mods = append(mods, strings.TrimSuffix(filepath.Base(m), ".ko"))
+	}
+	b := &box{dir: dir, ws: filepath.Join(dir, "workspace.ext4"), console: &syncBuffer{}, exited: make(chan error, 1)}
+	mkfs(t, b.ws, 64, "")
+	appendLine := []string{"console=hvc0", "quiet", "reboot=t", "panic=-1", "sbx.debug=1", "sbx.modules=" + strings.Join(mods, ",")}
+	if khz := hostKHz(); khz > 0 {
+		appendLine = append(appendLine, "tsc_early_khz="+strconv.Itoa(khz))
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	args := []string{
+		"-M", "microvm,x-option-roms=off,isa-serial=off,rtc=on", "-accel", "tcg", "-m", "256M", "-smp", "1",
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-kernel", k.Path, "-initrd", initrd, "-append", strings.Join(appendLine, " "),
+		"-device", "virtio-serial-device,max_ports=2",
+		"-chardev", "stdio,id=con,signal=off",
+		"-device", "virtconsole,chardev=con",
+		"-chardev", "socket,id=agent,path=" + sock + ",server=on,wait=off",
+		"-device", "virtserialport,chardev=agent,name=" + guest.AgentPort,
+		"-drive", "id=ws,if=none,format=raw,file=" + b.ws,
+		"-device", "virtio-blk-device,drive=ws,serial=" + guest.WorkspaceSerial,
+	}
+	if rootImage != "" {
+		args = append(args,
+			"-drive", "id=root,if=none,format=raw,file="+rootImage,
+			"-device", "virtio-blk-device,drive=root,serial="+guest.RootSerial)
+	}
+	b.cmd = exec.Command(qemu, args...)
+	b.cmd.Stdout = b.console
+	b.cmd.Stderr = b.console
+	start := time.Now()
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { b.exited <- b.cmd.Wait() }()
+	t.Cleanup(func() {
+		b.cmd.Process.Kill()
+		<-b.exited
+		if t.Failed() {
+			t.Logf("console:\n%s", b.console.String())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var conn net.Conn
+	for conn == nil {
+		if conn, err = net.Dial("unix", sock); err != nil {
+			conn = nil
+			select {
+			case <-ctx.Done():
+				t.Fatalf("agent socket: %v", err)
+			case err := <-b.exited:
+				t.Fatalf("qemu exited: %v", err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	b.client, err = agent.Connect(ctx, conn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { b.client.Close() })
+	h, err := b.client.Ping(ctx)
+	if err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	b.booted = time.Since(start)
+	if h.Kernel != k.Release {
+		t.Errorf("guest kernel %q, want %q", h.Kernel, k.Release)
+	}
+	t.Logf("stock kernel %s, TCG: first agent reply after %v", k.Release, b.booted.Round(time.Millisecond))
+	return b
+}
+
+func (b *box) run(t *testing.T, argv ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := b.client.Exec(ctx, agent.ExecRequest{Argv: argv})
+	if err != nil {
+		t.Fatalf("exec %q: %v", argv, err)
+	}
+	p.Stdin().Close()
+	var out, errOut bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); io.Copy(&errOut, p.Stderr()) }()
+	io.Copy(&out, p.Stdout())
+	wg.Wait()
+	st, err := p.Wait()
+	if err != nil || st.Code != 0 {
+		t.Fatalf("exec %q: %+v %v\nstdout %s\nstderr %s", argv, st, err, out.String(), errOut.String())
+	}
+	return out.String()
+}
+
+// shutdown powers the guest off through the agent and waits for QEMU to end.
+func (b *box) shutdown(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.client.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	select {
+	case err := <-b.exited:
+		b.exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("qemu after shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("guest did not power off within 30 s")
+	}
+}
+
+// debugfsCat reads a file from an ext4 image on the host.
+func debugfsCat(t *testing.T, image, path string) string {
+	t.Helper()
+	out, err := exec.Command("debugfs", "-R", "cat "+path, image).Output()
+	if err != nil {
+		t.Fatalf("debugfs cat %s: %v", path, err)
+	}
+	return string(out)
+}
+
+func TestBootStockInitramfs(t *testing.T) {
+	b := bootBox(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := b.client
+
+	// PID 1 is sbx; mounts, hostname, lo.
+	if got := b.run(t, "cat", "/proc/1/comm"); !strings.HasPrefix(got, "init") {
+		t.Errorf("pid 1 is %q", got)
+	}
+	mounts := b.run(t, "cat", "/proc/mounts")
+	for _, want := range []string{"/workspace ext4", "/proc proc", "/sys sysfs", "/dev devtmpfs", "/dev/pts devpts", "/tmp tmpfs", "/run tmpfs"} {
+		if !strings.Contains(mounts, want) {
+			t.Errorf("mounts lack %q:\n%s", want, mounts)
+		}
+	}
+	if got := strings.TrimSpace(b.run(t, "hostname")); got != "sbx" {
+		t.Errorf("hostname %q", got)
+	}
+	if got := strings.TrimSpace(b.run(t, "cat", "/sys/class/net/lo/flags")); got != "0x9" {
+		t.Errorf("lo flags %s, want 0x9 (up, loopback)", got)
+	}
+	env := b.run(t, "env")
+	for _, want := range []string{"HOME=/root", "PATH=/usr/local/sbin:"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("env lacks %q:\n%s", want, env)
+		}
+	}
+
+	// PTY size inside a real guest.
+	p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"stty", "size"}, TTY: true, Rows: 33, Cols: 111})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(p.Stdout())
+	if st, err := p.Wait(); err != nil || st.Code != 0 || !strings.Contains(string(out), "33 111") {
+		t.Errorf("stty size: %q %+v %v", out, st, err)
+	}
+
+	// Orphans are reaped without stealing exit statuses.
+	p, err = c.Exec(ctx, agent.ExecRequest{Argv: []string{"sh", "-c", "sleep 0.2 & exit 5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdin().Close()
+	io.Copy(io.Discard, p.Stdout())
+	if st, err := p.Wait(); err != nil || st.Code != 5 {
+		t.Errorf("exit status with an orphan: %+v %v", st, err)
+	}
+	time.Sleep(time.Second)
+	if ps := b.run(t, "ps", "-o", "pid,stat,comm"); strings.Contains(ps, " Z ") {
+		t.Errorf("zombie left:\n%s", ps)
+	}
+
+	// Confinement in the guest: /etc is out of reach.
+	if _, err := c.ReadFile(ctx, "/etc/passwd"); !errors.Is(err, agent.ErrEscape) {
+		t.Errorf("read /etc/passwd: %v", err)
+	}
+	b.run(t, "ln", "-s", "/etc", "/workspace/etc")
+	if _, err := c.Stat(ctx, "etc/passwd"); !errors.Is(err, agent.ErrEscape) {
+		t.Errorf("stat through a symlink to /etc: %v", err)
+	}
+
+	// Clock and entropy.
+	if err := c.SetClock(ctx, time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(b.run(t, "date", "-u", "+%Y-%m-%d")); got != "2031-01-02" {
+		t.Errorf("guest date after SetClock: %s", got)
+	}
+	if err := c.SetClock(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	seed := make([]byte, 64)
+	rand.Read(seed)
+	if err := c.Reseed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+
+	// A file written through the agent survives a clean power-off.
+	want := fmt.Sprintf("written at %v\n", time.Now())
+	if err := c.WriteFile(ctx, "hello.txt", 0o644, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	b.shutdown(t)
+	if got := debugfsCat(t, b.ws, "/hello.txt"); got != want {
+		t.Fatalf("workspace after power-off: %q, want %q", got, want)
+	}
+}
+
+// With an sbx-root disk the init switches into it and stays PID 1.
+func TestBootSwitchesIntoRootImage(t *testing.T) {
+	src := t.TempDir()
+	for _, d := range []string{"bin", "etc", "dev", "proc", "sys", "run", "tmp", "root", "workspace"} {
+		if err := os.MkdirAll(filepath.Join(src, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatalf("busybox-static is needed (apt-get install busybox-static): %v", err)
+	}
+	os.WriteFile(filepath.Join(src, "bin/busybox"), bb, 0o755)
+	for _, a := range []string{"sh", "cat", "ls", "stat", "readlink"} {
+		os.Symlink("busybox", filepath.Join(src, "bin", a))
+	}
+	os.WriteFile(filepath.Join(src, "etc/os-release"), []byte("ID=sbx-test-root\n"), 0o644)
+	root := filepath.Join(t.TempDir(), "root.ext4")
+	mkfs(t, root, 32, src)
+
+	b := bootBox(t, root)
+	if got := b.run(t, "cat", "/etc/os-release"); got != "ID=sbx-test-root\n" {
+		t.Errorf("root is not the image: os-release %q", got)
+	}
+	if got := b.run(t, "ls", "/"); strings.Contains(got, "init\n") || strings.Contains(got, "newroot") {
+		t.Errorf("initramfs still visible at /:\n%s", got)
+	}
+	if got := b.run(t, "stat", "-c", "%s %a", guest.InstalledPath); !strings.HasSuffix(strings.TrimSpace(got), "755") {
+		t.Errorf("%s: %q", guest.InstalledPath, got)
+	}
+	mounts := b.run(t, "cat", "/proc/mounts")
+	for _, want := range []string{"/workspace ext4", "/ ext4", "/proc proc", "/dev devtmpfs"} {
+		if !strings.Contains(mounts, want) {
+			t.Errorf("mounts lack %q:\n%s", want, mounts)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.client.WriteFile(ctx, "/workspace/x", 0, strings.NewReader("y")); err != nil {
+		t.Fatal(err)
+	}
+	b.shutdown(t)
+	if got := debugfsCat(t, b.ws, "/x"); got != "y" {
+		t.Fatalf("workspace after power-off: %q", got)
+	}
+}
