@@ -117,9 +117,9 @@ func skCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) 
 	return ts, e, found
 }
 
-// bearerCheck: "Bearer <token>" and "Basic <base64>". The token must look like one (a digit, a
-// symbol or two capitals, 12+ bytes), so "Bearer authentication" in prose
-// stays. Only the token is redacted.
+// bearerCheck: "Bearer <token>" and "Basic <base64>". The token must look
+// like one (12+ bytes with a digit, a symbol or two capitals), so "Bearer
+// authentication" in prose stays. Only the token is redacted.
 func bearerCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
 	if letter[before(buf, ts, prev)] {
 		return 0, 0, none
