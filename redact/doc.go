@@ -1,9 +1,13 @@
 // Package redact removes secrets from everything that leaves a box: the
 // exact secrets the gateway holds, matched in one Aho–Corasick pass, and
-// anything credential-shaped (GitHub, GitLab, npm, Slack, AWS, OpenAI and
-// Anthropic tokens, sbx API keys, Bearer tokens, user:password@ in URLs,
-// *_PASSWORD= / *_TOKEN= / *_SECRET= style assignments, PEM private-key
-// blocks).
+// anything credential-shaped: GitHub, GitLab, npm, Slack, AWS, OpenAI and
+// Anthropic tokens, sbx API keys, Bearer and Basic credentials,
+// user:password@ in URLs, PEM private-key blocks, and values assigned to a
+// key named *PASSWORD, *TOKEN, *SECRET, *API_KEY, *ACCESS_KEY (also lower
+// and camel case) in shell, env, query, JSON, escaped-JSON, INI and YAML
+// form. Each pattern is keyed on a literal trigger found in the same pass,
+// then checked by a bounded hand-written scan: no regexps, linear time on
+// any input.
 //
 // A replacement keeps the credential's label and a 4-character tail so an
 // operator can tell which one leaked without being able to use it:
