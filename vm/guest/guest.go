@@ -292,6 +292,9 @@ func switchRoot(log *slog.Logger, dev string) error {
 	if err := mountDisk(dev, newRoot); err != nil {
 		return err
 	}
+	if err := installSelf(newRoot + InstalledPath); err != nil { // needs /proc
+		return err
+	}
 	for _, m := range []string{Workspace, "/dev", "/proc", "/sys", "/run", "/tmp"} {
 		dst := newRoot + m
 		if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -300,9 +303,6 @@ func switchRoot(log *slog.Logger, dev string) error {
 		if err := unix.Mount(m, dst, "", unix.MS_MOVE, ""); err != nil {
 			return fmt.Errorf("switch root: move %s: %w", m, err)
 		}
-	}
-	if err := installSelf(newRoot + InstalledPath); err != nil {
-		return err
 	}
 	// Free the initramfs copies of big files; the running binary stays
 	// mapped until exit.
