@@ -14,6 +14,7 @@ package main
 //	sshprobe KEY KIND                         x/crypto client: ask for agent|x11|direct-tcpip|tcpip-forward|env and print accepted/refused
 //	addkeys N FILE                            write N fresh ed25519 public keys to FILE (authorized_keys text)
 //	sleep DUR                                 pause the script
+//	waitlog RE                                wait until serve.log matches RE
 //	tlscert CERT KEY                          write a self-signed certificate for 127.0.0.1
 
 import (
@@ -78,6 +79,12 @@ func TestScripts(t *testing.T) {
 			"sshprobe": cmdSSHProbe,
 			"addkeys":  cmdAddKeys,
 			"tlscert":  cmdTLSCert,
+			"waitlog": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 1 {
+					ts.Fatalf("usage: waitlog REGEXP")
+				}
+				waitLog(ts, args[0])
+			},
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])
 				ts.Check(err)
@@ -225,19 +232,7 @@ func cmdStop(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("stop: no server running")
 	}
 	if *when != "" {
-		re, err := regexp.Compile(*when)
-		ts.Check(err)
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			data, _ := os.ReadFile(ts.MkAbs("serve.log"))
-			if re.Match(data) {
-				break
-			}
-			if time.Now().After(deadline) {
-				ts.Fatalf("serve.log never matched %q", *when)
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
+		waitLog(ts, *when)
 		time.Sleep(*after)
 	}
 	sig := syscall.SIGTERM
@@ -316,6 +311,23 @@ func cmdSSHLoop(ts *testscript.TestScript, neg bool, args []string) {
 		if err := ts.Exec("ssh", sshArgs(ts, args[1], args[2:])...); err == nil {
 			ts.Fatalf("attempt %d: ssh succeeded", i+1)
 		}
+	}
+}
+
+// waitLog polls serve.log until it matches re.
+func waitLog(ts *testscript.TestScript, re string) {
+	rx, err := regexp.Compile(re)
+	ts.Check(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, _ := os.ReadFile(ts.MkAbs("serve.log"))
+		if rx.Match(data) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("serve.log never matched %q", re)
+		}
+		time.Sleep(200 * time.Microsecond)
 	}
 }
 
