@@ -245,7 +245,7 @@ func BenchmarkScan(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.d)))
 			for b.Loop() {
-				a.scan(c.d, 0, true, false, &scratch{})
+				a.scan(c.d, nil, true, false, &scratch{})
 			}
 		})
 	}

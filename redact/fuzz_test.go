@@ -117,8 +117,8 @@ func FuzzLanes(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte, final bool) {
 		for _, force := range []bool{false, true} {
-			s1, h1, k1 := one.scan(in, 0, final, force, &scratch{})
-			s2, h2, k2 := two.scan(in, 0, final, force, &scratch{})
+			s1, h1, k1 := one.scan(in, nil, final, force, &scratch{})
+			s2, h2, k2 := two.scan(in, nil, final, force, &scratch{})
 			s1, s2 = merge(s1), merge(s2)
 			if h1 != h2 || k1 != k2 || !slices.Equal(s1, s2) {
 				t.Fatalf("lanes disagree on %q (final %v force %v):\none: %v %d %d\ntwo: %v %d %d", in, final, force, s1, h1, k1, s2, h2, k2)

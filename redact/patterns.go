@@ -19,14 +19,18 @@ const (
 // trigger is one literal that starts a pattern.
 type trigger struct {
 	text string
-	// check decides the occurrence of text at buf[ts:te]. prev is the byte
-	// before buf[0] (0 at the start of a stream). With final set no more
+	// check decides the occurrence of text at buf[ts:te]. pre holds the
+	// input just before buf[0] (up to maxPre bytes; empty at the start of a
+	// stream). With final set no more
 	// input follows buf, so the check must not answer pending.
-	check func(buf []byte, ts, te int, prev byte, final bool) (s, e int, v verdict)
+	check checkFunc
 	// key marks the private-key header: a match switches the scanner into
 	// key mode, which swallows everything up to the END line.
 	key bool
 }
+
+// checkFunc decides a trigger occurrence; see trigger.check.
+type checkFunc func(buf []byte, ts, te int, pre []byte, final bool) (s, e int, v verdict)
 
 // Byte classes.
 var (
@@ -65,12 +69,43 @@ func set(chars string) *[256]bool {
 	return &t
 }
 
-// before returns the byte preceding buf[i].
-func before(buf []byte, i int, prev byte) byte {
-	if i > 0 {
-		return buf[i-1]
+// maxPre is how much input before a scan the checks may look back at.
+const maxPre = 32
+
+// before returns the byte preceding buf[i] (0 at the start of the text),
+// looking through a terminal escape sequence: in "\x1b[1mghp_…" the token
+// follows a colour code, not the letter m.
+func before(buf []byte, i int, pre []byte) byte {
+	at := func(k int) (byte, bool) { // the byte k places before buf[i]
+		switch {
+		case k <= i:
+			return buf[i-k], true
+		case k-i <= len(pre):
+			return pre[len(pre)-(k-i)], true
+		}
+		return 0, false
 	}
-	return prev
+	c, ok := at(1)
+	if !ok || c < 0x40 || c > 0x7e {
+		return c
+	}
+	// CSI: ESC '[' parameter bytes (0x30–0x3f) final byte (0x40–0x7e).
+	for k := 2; k < maxPre; k++ {
+		p, ok := at(k)
+		switch {
+		case !ok:
+			return c
+		case p >= 0x30 && p <= 0x3f:
+			continue
+		case p == '[':
+			if esc, _ := at(k + 1); esc == 0x1b {
+				b, _ := at(k + 2)
+				return b
+			}
+		}
+		return c
+	}
+	return c
 }
 
 // run returns the end of the run of cls bytes starting at i, and whether
@@ -84,9 +119,9 @@ func run(buf []byte, i int, cls *[256]bool) (int, bool) {
 
 // tokenCheck builds the check for "prefix + run of cls of at least min bytes",
 // where the prefix must not be glued to a preceding word.
-func tokenCheck(cls *[256]bool, min int) func([]byte, int, int, byte, bool) (int, int, verdict) {
-	return func(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
-		if word[before(buf, ts, prev)] {
+func tokenCheck(cls *[256]bool, min int) checkFunc {
+	return func(buf []byte, ts, te int, pre []byte, final bool) (int, int, verdict) {
+		if word[before(buf, ts, pre)] {
 			return 0, 0, none
 		}
 		e, open := run(buf, te, cls)
@@ -103,8 +138,8 @@ func tokenCheck(cls *[256]bool, min int) func([]byte, int, int, byte, bool) (int
 // skCheck: sk-… and sk-ant-… keys. "risk-free" and "task-list" fail the
 // boundary test; "sk-learn" fails the length; "sk-spinner-pulse-container"
 // has no digit (real keys are random and have them).
-func skCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
-	if c := before(buf, ts, prev); word[c] || c == '-' {
+func skCheck(buf []byte, ts, te int, pre []byte, final bool) (int, int, verdict) {
+	if c := before(buf, ts, pre); word[c] || c == '-' {
 		return 0, 0, none
 	}
 	e, open := run(buf, te, tokenCh)
@@ -120,8 +155,8 @@ func skCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) 
 // bearerCheck: "Bearer <token>" and "Basic <base64>". The token must look
 // like one (12+ bytes with a digit, a symbol or two capitals), so "Bearer
 // authentication" in prose stays. Only the token is redacted.
-func bearerCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
-	if letter[before(buf, ts, prev)] {
+func bearerCheck(buf []byte, ts, te int, pre []byte, final bool) (int, int, verdict) {
+	if letter[before(buf, ts, pre)] {
 		return 0, 0, none
 	}
 	s := te
@@ -166,7 +201,7 @@ var authorityCh = notIn(authorityEnd)
 
 // urlCheck: scheme://user:secret@host. Only the password is redacted; the
 // user name stays so the operator sees which account it was.
-func urlCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
+func urlCheck(buf []byte, ts, te int, pre []byte, final bool) (int, int, verdict) {
 	e, open := run(buf, te, authorityCh)
 	if open && !final {
 		return 0, 0, pending
@@ -187,18 +222,18 @@ func urlCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict)
 // form "password": "value" and its escaped twin \"password\": \"value\"
 // (JSON inside a JSON string). The trigger is the key's last word; the
 // value alone is redacted. Empty values and $VAR references stay.
-func assignCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
-	return assign(buf, ts, te, prev, final, false)
+func assignCheck(buf []byte, ts, te int, pre []byte, final bool) (int, int, verdict) {
+	return assign(buf, ts, te, pre, final, false)
 }
 
 // camelCheck is assignCheck for a capitalised key word, which may also
 // follow a lower-case letter: accessToken, clientSecret, dbPassword.
-func camelCheck(buf []byte, ts, te int, prev byte, final bool) (int, int, verdict) {
-	return assign(buf, ts, te, prev, final, true)
+func camelCheck(buf []byte, ts, te int, pre []byte, final bool) (int, int, verdict) {
+	return assign(buf, ts, te, pre, final, true)
 }
 
-func assign(buf []byte, ts, te int, prev byte, final, camel bool) (int, int, verdict) {
-	if c := before(buf, ts, prev); alnum[c] && !(camel && c >= 'a' && c <= 'z') {
+func assign(buf []byte, ts, te int, pre []byte, final, camel bool) (int, int, verdict) {
+	if c := before(buf, ts, pre); alnum[c] && !(camel && c >= 'a' && c <= 'z') {
 		return 0, 0, none
 	}
 	if te == len(buf) {
@@ -434,7 +469,7 @@ func keyHeader(buf []byte, ts, te int, final bool) (int, verdict) {
 // triggers lists every pattern. Order matters only for the bit positions.
 var triggers = func() []trigger {
 	var t []trigger
-	add := func(check func([]byte, int, int, byte, bool) (int, int, verdict), texts ...string) {
+	add := func(check checkFunc, texts ...string) {
 		for _, s := range texts {
 			t = append(t, trigger{text: s, check: check})
 		}

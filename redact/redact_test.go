@@ -49,6 +49,10 @@ var redactCases = []redactCase{
 		"github_pat_…89ab ok"},
 	{"near ghp short", "ghp_short and ghp_", "ghp_short and ghp_"},
 	{"near ghp glued", "xghp_0123456789abcdefghijABCDEFGHIJ12WXYZ", "xghp_0123456789abcdefghijABCDEFGHIJ12WXYZ"},
+	{"ansi ghp", "\x1b[1;32m" + ghpToken + "\x1b[0m", "\x1b[1;32mghp_…WXYZ\x1b[0m"},
+	{"ansi sk", "key: \x1b[33msk-ant-api03-abcdefghijklmnopqrstuvwxyz0123-XYZW\x1b[m", "key: \x1b[33msk-ant-…XYZW\x1b[m"},
+	{"ansi assign", "\x1b[2mTOKEN=abcdef0123456789abcdef\x1b[0m", "\x1b[2mTOKEN=…cdef\x1b[0m"},
+	{"near ansi word", "\x1b[1mrisk-free task-list\x1b[0m xsk-abcdefghijklmnopqrstuvwxyz0123", "\x1b[1mrisk-free task-list\x1b[0m xsk-abcdefghijklmnopqrstuvwxyz0123"},
 	// URLs with credentials.
 	{"url token", "remote https://x-access-token:" + ghpToken + "@github.com/o/r.git",
 		"remote https://x-access-token:ghp_…WXYZ@github.com/o/r.git"},

@@ -177,7 +177,7 @@ func (r *Redactor) Bytes(b []byte) Safe {
 // it on binary artifacts, which are served byte-exact, to flag or refuse
 // them.
 func (r *Redactor) Contains(b []byte) bool {
-	spans, _, key := r.current().scan(b, 0, true, false, &scratch{})
+	spans, _, key := r.current().scan(b, nil, true, false, &scratch{})
 	return key >= 0 || len(spans) > 0
 }
 

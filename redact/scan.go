@@ -130,9 +130,9 @@ func (a *automaton) walk(buf []byte, sc *scratch) int32 {
 // It returns the spans to redact, hold (the first byte that cannot be
 // emitted yet because a match might start there) and, when a private-key
 // header was found, key: the end of that header (nothing after it counts).
-// prev is the byte before buf[0]; final means no more input follows, force
+// pre is the input before buf[0] (see maxPre); final means no more input follows, force
 // means undecided pattern values are decided as if it did.
-func (a *automaton) scan(buf []byte, prev byte, final, force bool, sc *scratch) (_ []span, hold, key int) {
+func (a *automaton) scan(buf []byte, pre []byte, final, force bool, sc *scratch) (_ []span, hold, key int) {
 	hold, key = len(buf), -1
 	decideAll := final || force
 	s := a.walk(buf, sc)
@@ -167,7 +167,7 @@ func (a *automaton) scan(buf []byte, prev byte, final, force bool, sc *scratch) 
 				}
 				continue
 			}
-			switch ms, me, vd := tr.check(buf, ts, te, prev, decideAll); vd {
+			switch ms, me, vd := tr.check(buf, ts, te, pre, decideAll); vd {
 			case found:
 				spans = append(spans, span{ms, me, min(ms, ts)})
 				if me > last.e {
@@ -243,7 +243,7 @@ func replacement(out, secret []byte) []byte {
 // stream is the state carried between chunks of one redacted stream.
 type stream struct {
 	buf    []byte // held-back input, not emitted yet
-	prev   byte   // the input byte just before buf[0]
+	pre    []byte // the input just before buf[0], at most maxPre bytes
 	inKey  bool   // inside a private-key body
 	keyLen int    // body bytes swallowed so far
 	keyNL  bool   // the body spans lines
@@ -285,14 +285,18 @@ func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
 			continue
 		}
 
-		prev := st.prev
-		if pos > 0 {
-			prev = buf[pos-1]
+		pre := st.pre
+		if pos >= maxPre {
+			pre = buf[pos-maxPre : pos]
+		} else if pos > 0 {
+			// A fresh slice: st.pre itself changes only at the end.
+			pre = append(append([]byte(nil), st.pre...), buf[:pos]...)
+			pre = pre[max(0, len(pre)-maxPre):]
 		}
 		rest := buf[pos:]
-		spans, hold, key := a.scan(rest, prev, final, false, &st.sc)
+		spans, hold, key := a.scan(rest, pre, final, false, &st.sc)
 		if key < 0 && !final && len(rest)-hold > maxHold {
-			spans, hold, key = a.scan(rest, prev, false, true, &st.sc)
+			spans, hold, key = a.scan(rest, pre, false, true, &st.sc)
 		}
 		end := hold
 		if key >= 0 {
@@ -333,11 +337,13 @@ func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
 		break
 	}
 	if final {
-		st.buf, st.prev, st.inKey = st.buf[:0], 0, false
+		st.buf, st.pre, st.inKey = st.buf[:0], st.pre[:0], false
 		return out
 	}
 	if pos > 0 {
-		st.prev = buf[pos-1]
+		// Keep the last maxPre bytes of input before the held-back rest.
+		ctx := append(st.pre, buf[max(0, pos-maxPre):pos]...)
+		st.pre = append(st.pre[:0], ctx[max(0, len(ctx)-maxPre):]...)
 	}
 	st.buf = append(st.buf[:0], buf[pos:]...)
 	return out
@@ -357,7 +363,7 @@ func (st *stream) closeKey(out []byte) []byte {
 // scan and no copy.
 func (a *automaton) redact(b []byte) ([]byte, bool) {
 	var sc scratch
-	spans, _, key := a.scan(b, 0, true, false, &sc)
+	spans, _, key := a.scan(b, nil, true, false, &sc)
 	if key < 0 && len(spans) == 0 {
 		return b, false
 	}
