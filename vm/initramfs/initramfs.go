@@ -312,11 +312,16 @@ type Entry struct {
 func Read(r io.Reader) ([]Entry, error) {
 	br := bufio.NewReader(r)
 	var off int64
+	// Grow with the data actually present, so a lying size cannot make
+	// Read allocate gigabytes.
 	read := func(n int64) ([]byte, error) {
-		b := make([]byte, n)
-		_, err := io.ReadFull(br, b)
-		off += n
-		return b, err
+		var b bytes.Buffer
+		m, err := io.CopyN(&b, br, n)
+		off += m
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return b.Bytes(), err
 	}
 	skipPad := func() error {
 		if p := off % 4; p != 0 {
