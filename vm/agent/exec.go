@@ -413,7 +413,7 @@ wait:
 // the process (idle) or for the host (back-pressure, never cut).
 type pump struct {
 	src       *os.File
-	tty       bool // src is the pty master, shared with stdin: never closed here
+	tty       bool         // src is the pty master, shared with stdin: never closed here
 	idleSince atomic.Int64 // unix nanos when the pending read began; 0 while not reading
 }
 
