@@ -37,7 +37,8 @@ type Options struct {
 }
 
 // Redactor replaces known secrets and credential-shaped text. It is safe for
-// concurrent use; reads never wait for a reload.
+// concurrent use; reads never wait for a reload. The zero value redacts the
+// credential patterns only.
 type Redactor struct {
 	source  Source
 	refresh time.Duration
@@ -118,6 +119,9 @@ func (r *Redactor) Known() int { return r.current().secrets }
 // when the list is due. It never waits for one.
 func (r *Redactor) current() *automaton {
 	a := r.cur.Load()
+	if a == nil {
+		return patternsOnly()
+	}
 	if r.source != nil && r.now().UnixNano() >= r.next.Load() && r.refreshing.CompareAndSwap(false, true) {
 		go func() {
 			defer r.refreshing.Store(false)
@@ -130,6 +134,9 @@ func (r *Redactor) current() *automaton {
 	}
 	return a
 }
+
+// patternsOnly is the automaton of a Redactor without known secrets.
+var patternsOnly = sync.OnceValue(func() *automaton { return compile(nil, triggerTexts()) })
 
 // normalize splits multi-line secrets into lines (the stream decides at
 // line ends, and a PEM body is covered by key mode anyway), trims them,

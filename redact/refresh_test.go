@@ -260,8 +260,14 @@ func TestPatternsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.String("t " + ghpToken).String(); got != "t ghp_…WXYZ" {
-		t.Fatalf("got %q", got)
+	var zero Redactor
+	for _, r := range []*Redactor{r, &zero} {
+		if got := r.String("t " + ghpToken).String(); got != "t ghp_…WXYZ" {
+			t.Fatalf("got %q", got)
+		}
+		if r.Known() != 0 {
+			t.Fatalf("Known() = %d", r.Known())
+		}
 	}
 }
 
