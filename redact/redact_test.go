@@ -334,6 +334,8 @@ func TestJSON(t *testing.T) {
 		{`["hunter2-known-secret-\u0076alue", "<b>"]`, `["…alue", "<b>"]`},
 		{`{"` + knownLong + `": 1}`, `{"…alue": 1}`},
 		{`{"log": "DB_PASSWORD=x\"y z"}`, `{"log": "DB_PASSWORD=…\"y z"}`},
+		{`{"key": "-----BEGIN PRIVATE KEY-----\nMIIEvQ\n-----END PRIVATE KEY-----\n", "ok": "<&>"}`,
+			`{"key": "-----BEGIN PRIVATE KEY-----\n…\n-----END PRIVATE KEY-----\n", "ok": "<&>"}`},
 	} {
 		got, err := r.JSON([]byte(c.in))
 		if err != nil || got.String() != c.want {
