@@ -3,6 +3,7 @@ package image_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,10 +28,25 @@ func TestAgentImage(t *testing.T) {
 	if err != nil {
 		t.Skipf("agent image not built (run `go tool task image`): %v", err)
 	}
-	k, err := kernel.Resolve(project)
-	if err != nil {
-		t.Fatal(err)
+	kernels := map[kernel.Kind]func() (kernel.Kernel, error){
+		kernel.KindSmall: func() (kernel.Kernel, error) { return kernel.Small(project) },
+		kernel.KindStock: func() (kernel.Kernel, error) { return kernel.Stock(project) },
 	}
+	for _, kind := range []kernel.Kind{kernel.KindSmall, kernel.KindStock} {
+		t.Run(string(kind), func(t *testing.T) {
+			k, err := kernels[kind]()
+			if err != nil {
+				if kind == kernel.KindSmall {
+					t.Skipf("small kernel not built (run `go tool task kernel`): %v", err)
+				}
+				t.Fatal(err)
+			}
+			bootAgentImage(t, img, k)
+		})
+	}
+}
+
+func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 	// A private data dir for the boxes, sharing the built image read-only.
 	data := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(data, "images"), 0o755); err != nil {
@@ -47,7 +63,7 @@ func TestAgentImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, err := qemu.New(ctx, qemu.Config{DataDir: data, Kernel: &k, Initramfs: initrd})
+	backend, err := qemu.New(ctx, qemu.Config{DataDir: data, Kernel: &k, Initramfs: initrd, Debug: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +77,16 @@ func TestAgentImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := m.Destroy(context.Background(), name); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := m.Destroy(ctx, name); err != nil {
 			t.Errorf("destroy: %v", err)
 		}
 	}()
 	start := time.Now()
 	if _, err := m.Start(ctx, name); err != nil {
-		t.Fatalf("boot the agent image (%s kernel): %v", k.Kind, err)
+		console, _ := os.ReadFile(filepath.Join(backend.Dir(name), "console.log"))
+		t.Fatalf("boot the agent image (%s kernel): %v\nconsole:\n%s", k.Kind, err, tail(console, 3000))
 	}
 	t.Logf("%s kernel: agent image booted to the agent in %v", k.Kind, time.Since(start).Round(time.Millisecond))
 	for _, tc := range []struct {
@@ -79,16 +98,16 @@ func TestAgentImage(t *testing.T) {
 		{[]string{"claude", "--version"}, "(Claude Code)"},
 		{[]string{"sh", "-c", "test -f /etc/debian_version && cat /etc/debian_version"}, "12."},
 	} {
-		stdout, stderr, code := run(ctx, t, m, name, tc.argv)
-		if code != 0 || !strings.Contains(stdout, tc.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and %q", tc.argv, code, stdout, stderr, tc.want)
+		stdout, stderr, status := run(ctx, t, m, name, tc.argv)
+		if status != "0" || !strings.Contains(stdout, tc.want) {
+			t.Errorf("%v: exit %s, stdout %q, stderr %q; want exit 0 and %q", tc.argv, status, stdout, stderr, tc.want)
 		} else {
 			t.Logf("%v: %s", tc.argv, strings.TrimSpace(stdout))
 		}
 	}
 }
 
-func run(ctx context.Context, t *testing.T, m *vm.Manager, name string, argv []string) (stdout, stderr string, code int) {
+func run(ctx context.Context, t *testing.T, m *vm.Manager, name string, argv []string) (stdout, stderr string, status string) {
 	t.Helper()
 	p, err := m.Exec(ctx, name, agent.ExecRequest{Argv: argv})
 	if err != nil {
@@ -104,7 +123,11 @@ func run(ctx context.Context, t *testing.T, m *vm.Manager, name string, argv []s
 	if err != nil {
 		t.Fatalf("wait %v: %v", argv, err)
 	}
-	return out.String(), errb.String(), st.Code
+	status = fmt.Sprint(st.Code)
+	if st.Signal != "" {
+		status = "signal " + st.Signal
+	}
+	return out.String(), errb.String(), status
 }
 
 // projectDataDir is where `go tool task image` installs: $SBX_DATA, else
@@ -127,4 +150,11 @@ func projectDataDir(t *testing.T) string {
 		}
 		dir = parent
 	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
