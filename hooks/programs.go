@@ -182,8 +182,9 @@ func checkFind(args []arg) error {
 
 func checkRg(args []arg) error {
 	for _, o := range options(args) {
-		if o == "--pre" || strings.HasPrefix(o, "--pre=") {
-			return errors.New("--pre runs a program on every file")
+		name, _, _ := strings.Cut(o, "=")
+		if name == "--pre" || name == "--hostname-bin" {
+			return fmt.Errorf("%s runs a program", name)
 		}
 	}
 	return nil

@@ -1,0 +1,119 @@
+package hooks
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// evilNames are files a hostile repository could hold so that a glob
+// expands into an option.
+var evilNames = []string{"-delete", "-i", "--in-place", "-o", "--output=x", "--pre=sh", "-exec", "-v", "a b", "-fprint"}
+
+// FuzzCheckReadOnly checks the checker against a second opinion: every
+// command it allows is run by mvdan.cc/sh's own interpreter (nothing is
+// executed for real) in a directory full of hostile file names, and at run
+// time, after every expansion, each simple command must still be an
+// allow-listed program whose checker accepts the expanded arguments, and no
+// file may be opened for writing.
+func FuzzCheckReadOnly(f *testing.F) {
+	for _, c := range readOnlyAllowed {
+		f.Add(c)
+	}
+	for _, c := range readOnlyDenied {
+		f.Add(c)
+	}
+	dir := f.TempDir()
+	for _, n := range evilNames {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("x\n"), 0o644); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		if CheckReadOnly(cmd) != nil {
+			return
+		}
+		file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(cmd), "")
+		if err != nil {
+			t.Fatalf("allowed %q that does not parse: %v", cmd, err)
+		}
+		runAllowed(t, dir, cmd, file)
+	})
+}
+
+// TestAllowedUnderInterpreter runs the allow table under the same oracle.
+func TestAllowedUnderInterpreter(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range evilNames {
+		os.WriteFile(filepath.Join(dir, n), []byte("x\n"), 0o644)
+	}
+	for _, cmd := range readOnlyAllowed {
+		file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(cmd), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runAllowed(t, dir, cmd, file)
+	}
+}
+
+func runAllowed(t *testing.T, dir, cmd string, file *syntax.File) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	r, err := interp.New(
+		interp.Dir(dir),
+		interp.Env(expand.ListEnviron("HOME=/nonexistent", "PATH=/usr/bin:/bin", "x=-delete", "S=w out")),
+		interp.StdIO(strings.NewReader(""), io.Discard, io.Discard),
+		interp.CallHandler(func(ctx context.Context, args []string) ([]string, error) {
+			if len(args) == 0 {
+				return args, nil
+			}
+			p, ok := programs[args[0]]
+			if !ok {
+				t.Errorf("allowed %q, which runs %q at run time", cmd, args)
+				return args, nil
+			}
+			if p.check != nil {
+				expanded := make([]arg, len(args)-1)
+				for i, a := range args[1:] {
+					expanded[i] = arg{text: a, static: true}
+				}
+				if err := p.check(expanded); err != nil {
+					t.Errorf("allowed %q, whose run-time arguments %q fail the checker: %v", cmd, args, err)
+				}
+			}
+			return args, nil
+		}),
+		// Never run a real program.
+		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc {
+			return func(context.Context, []string) error { return nil }
+		}),
+		interp.OpenHandler(func(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+			if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
+				if !outputSinks[path] {
+					t.Errorf("allowed %q, which opens %s for writing", cmd, path)
+				}
+				return nopRWC{}, nil
+			}
+			return os.Open(path)
+		}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Run(ctx, file) // the exit status is irrelevant; the handlers judge
+}
+
+type nopRWC struct{}
+
+func (nopRWC) Read([]byte) (int, error)    { return 0, io.EOF }
+func (nopRWC) Write(p []byte) (int, error) { return len(p), nil }
+func (nopRWC) Close() error                { return nil }
