@@ -313,3 +313,37 @@ func BenchmarkFanout50(b *testing.B) {
 		}
 	}
 }
+
+// TestSlowSubscriberNeverBlocksWriter: a subscriber that reads nothing while
+// 8 MiB are written costs the writer nothing, and later reads it all.
+func TestSlowSubscriberNeverBlocksWriter(t *testing.T) {
+	l := openLog(t, t.TempDir(), "run-slow")
+	slow, err := l.Subscribe(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
+	done := make(chan error, 1)
+	go func() {
+		for range 128 {
+			if _, err := l.Write(chunk); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- l.Close()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("writer blocked behind a subscriber that does not read")
+	}
+	got := wait(t, readAllAsync(slow))
+	if got.err != nil || len(got.data) != 128*len(chunk) {
+		t.Fatalf("slow subscriber read %d bytes, %v", len(got.data), got.err)
+	}
+}
