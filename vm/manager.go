@@ -269,6 +269,7 @@ func (m *Manager) Start(ctx context.Context, name string) (Box, error) {
 	}
 	m.watch(name, e)
 	if err := m.ready(ctx, name, e); err != nil {
+		err = m.whyDown(ctx, name, err)
 		m.backend.Kill(context.WithoutCancel(ctx), name)
 		m.setState(e, Failed, "boot: "+err.Error())
 		return m.snapshot(e), fmt.Errorf("start box %q: %w", name, err)
@@ -281,6 +282,17 @@ func (m *Manager) Start(ctx context.Context, name string) (Box, error) {
 	m.setState(e, Running, "")
 	m.arm(name, e)
 	return m.snapshot(e), nil
+}
+
+// whyDown adds the machine's own exit reason to an agent error when the
+// machine has just ended (a guest panic reads better than "connection reset").
+func (m *Manager) whyDown(ctx context.Context, name string, err error) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 200*time.Millisecond)
+	defer cancel()
+	if werr := m.backend.Wait(wctx, name); werr != nil && wctx.Err() == nil {
+		return fmt.Errorf("%w (%v)", err, werr)
+	}
+	return err
 }
 
 func (m *Manager) snapshot(e *entry) Box {
@@ -443,6 +455,7 @@ func (m *Manager) Wake(ctx context.Context, name string) (Box, error) {
 	}
 	m.watch(name, e)
 	if err := m.ready(ctx, name, e); err != nil {
+		err = m.whyDown(ctx, name, err)
 		m.backend.Kill(context.WithoutCancel(ctx), name)
 		m.setState(e, Failed, "wake: "+err.Error())
 		return m.snapshot(e), fmt.Errorf("wake box %q: %w", name, err)

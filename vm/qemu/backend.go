@@ -285,6 +285,7 @@ func (b *Backend) machineFor(bx *box) machine {
 		Dir: bx.dir, SockDir: bx.rec.SockDir, Name: bx.rec.Box.Name,
 		MemoryMiB: bx.rec.Box.Spec.MemoryMiB, VCPUs: bx.rec.Box.Spec.VCPUs,
 		Root: bx.rec.Root != "", HostKHz: b.hostKHz, Debug: b.debug,
+		RAMFile: filepath.Join(bx.dir, ramFile),
 	}
 }
 
@@ -319,8 +320,10 @@ func (b *Backend) Start(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	// A cold boot makes any memory snapshot stale.
+	// A cold boot makes any memory snapshot stale, and starts from fresh
+	// (sparse) memory.
 	os.Remove(filepath.Join(bx.dir, snapFile))
+	os.Remove(filepath.Join(bx.dir, ramFile))
 	return b.launch(bx, b.machineFor(bx))
 }
 
@@ -421,15 +424,36 @@ func (b *Backend) Sleep(ctx context.Context, name string) error {
 		return fmt.Errorf("sleep %q: %w", name, err)
 	}
 	defer q.Close()
+	// Give the guest a moment to see the host's agent connection close
+	// (the manager closed it before calling Sleep). A guest frozen while
+	// still in the old session would, after the wake, eat the first hello
+	// of the new connection as a bad frame and answer only the resent
+	// one, 250 ms later.
+	time.Sleep(20 * time.Millisecond)
 	if _, err := q.run(ctx, "stop", nil); err != nil {
 		return fmt.Errorf("sleep %q: %w", name, err)
 	}
 	snap := filepath.Join(bx.dir, snapFile)
 	tmp := snap + ".tmp"
+	if bx.rec.Machine.RAMFile != "" {
+		if err := q.ignoreShared(ctx); err != nil {
+			q.run(context.WithoutCancel(ctx), "cont", nil)
+			return fmt.Errorf("sleep %q: %w", name, err)
+		}
+	}
 	if err := q.migrateTo(ctx, "exec:cat > "+shellQuote(tmp)); err != nil {
 		os.Remove(tmp)
 		q.run(context.WithoutCancel(ctx), "cont", nil)
 		return fmt.Errorf("sleep %q: save memory: %w", name, err)
+	}
+	if bx.rec.Machine.RAMFile != "" {
+		// The memory file must be on disk before the snapshot that needs
+		// it is declared good.
+		if err := syncFile(bx.rec.Machine.RAMFile); err != nil {
+			os.Remove(tmp)
+			q.run(context.WithoutCancel(ctx), "cont", nil)
+			return fmt.Errorf("sleep %q: %w", name, err)
+		}
 	}
 	if err := syncRename(tmp, snap); err != nil {
 		q.run(context.WithoutCancel(ctx), "cont", nil)
@@ -452,6 +476,18 @@ func (b *Backend) clearPID(bx *box) error {
 	bx.rec.PID = 0
 	b.mu.Unlock()
 	return b.saveLocked(bx)
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("snapshot fsync %s: %w", path, err)
+	}
+	return nil
 }
 
 func syncRename(tmp, dst string) error {
@@ -482,6 +518,8 @@ func (b *Backend) Wake(ctx context.Context, name string) (vm.WakeResult, error) 
 		reason = "no memory snapshot (" + snapFile + " missing)"
 	} else if bx.rec.Machine.QEMU == "" {
 		reason = "no record of the machine the snapshot came from"
+	} else if _, err := os.Stat(bx.rec.Machine.RAMFile); bx.rec.Machine.RAMFile != "" && err != nil {
+		reason = "memory file " + ramFile + " missing"
 	} else {
 		err := b.restore(ctx, bx, snap)
 		if err == nil {
@@ -503,13 +541,13 @@ func (b *Backend) Wake(ctx context.Context, name string) (vm.WakeResult, error) 
 
 func (b *Backend) restore(ctx context.Context, bx *box, snap string) error {
 	m := bx.rec.Machine // the very machine the snapshot was taken from
-	m.Incoming = snap
+	m.Incoming = true
 	if err := b.launch(bx, m); err != nil {
 		return err
 	}
 	b.mu.Lock()
 	p := bx.proc
-	bx.rec.Machine.Incoming = ""
+	bx.rec.Machine.Incoming = false
 	b.mu.Unlock()
 	fail := func(err error) error {
 		p.kill(5 * time.Second)
@@ -521,6 +559,14 @@ func (b *Backend) restore(ctx context.Context, bx *box, snap string) error {
 		return fail(err)
 	}
 	defer q.Close()
+	if m.RAMFile != "" {
+		if err := q.ignoreShared(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := q.run(ctx, "migrate-incoming", map[string]any{"uri": "exec:cat " + shellQuote(snap)}); err != nil {
+		return fail(err)
+	}
 	if err := q.waitIncoming(ctx); err != nil {
 		return fail(err)
 	}

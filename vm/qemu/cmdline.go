@@ -16,6 +16,7 @@ const (
 	workspaceFile = "workspace.ext4"
 	rootFile      = "root.qcow2"
 	snapFile      = "mem.snap"
+	ramFile       = "mem.ram"
 	logFile       = "qemu.log"
 	consoleFile   = "console.log"
 )
@@ -31,10 +32,14 @@ type machine struct {
 	Name      string
 	MemoryMiB int
 	VCPUs     int
-	Root      bool   // attach root.qcow2 as sbx-root
-	Incoming  string // restore from this snapshot file
-	HostKHz   int
-	Debug     bool // guest console to console.log, sbx.debug=1
+	Root      bool // attach root.qcow2 as sbx-root
+	// RAMFile backs guest memory with a shared file, so a snapshot only
+	// saves device state (x-ignore-shared) and a wake maps the memory back
+	// instead of copying it. Empty: anonymous memory.
+	RAMFile  string
+	Incoming bool // start waiting for a restore (-incoming defer)
+	HostKHz  int
+	Debug    bool // guest console to console.log, sbx.debug=1
 }
 
 // args returns the QEMU arguments (without argv[0]). The devices are the
@@ -64,8 +69,14 @@ func (m machine) args() []string {
 		// Without it 2–4 TCG boots in 10 hang calibrating the TSC.
 		appendLine = append(appendLine, fmt.Sprintf("tsc_early_khz=%d", m.HostKHz))
 	}
+	// The console goes to console.log: with "quiet" only errors and
+	// panics, which then explain a box that died.
+	appendLine = append(appendLine, "console=hvc0")
 	if m.Debug {
-		appendLine = append(appendLine, "console=hvc0", "sbx.debug=1")
+		appendLine = append(appendLine, "sbx.debug=1")
+	}
+	if m.RAMFile != "" {
+		mach += ",memory-backend=ram"
 	}
 	vcpus := max(m.VCPUs, 1)
 	a := []string{
@@ -90,18 +101,19 @@ func (m machine) args() []string {
 	if m.Initramfs != "" {
 		a = append(a, "-initrd", m.Initramfs)
 	}
-	if m.Debug {
-		a = append(a,
-			"-chardev", "file,id=con,path="+filepath.Join(m.Dir, consoleFile),
-			"-device", "virtconsole,chardev=con")
-	}
+	a = append(a,
+		"-chardev", "file,id=con,path="+filepath.Join(m.Dir, consoleFile),
+		"-device", "virtconsole,chardev=con")
 	if m.Root {
 		a = append(a,
 			"-drive", "id=root,if=none,format=qcow2,aio=threads,file="+filepath.Join(m.Dir, rootFile),
 			"-device", "virtio-blk-device,drive=root,serial=sbx-root")
 	}
-	if m.Incoming != "" {
-		a = append(a, "-incoming", "exec:cat "+shellQuote(m.Incoming))
+	if m.RAMFile != "" {
+		a = append(a, "-object", fmt.Sprintf("memory-backend-file,id=ram,size=%dM,mem-path=%s,share=on", m.MemoryMiB, m.RAMFile))
+	}
+	if m.Incoming {
+		a = append(a, "-incoming", "defer")
 	}
 	return a
 }

@@ -80,7 +80,8 @@ func (p *proc) finish(err error) {
 		err = errors.New("exited with status 0")
 	}
 	p.mu.Lock()
-	p.err = fmt.Errorf("qemu process %d %w%s", p.pid, err, tailNote(p.log))
+	p.err = fmt.Errorf("qemu process %d %w%s%s", p.pid, err, tailNote(p.log),
+		tailNote(filepath.Join(filepath.Dir(p.log), consoleFile)))
 	p.mu.Unlock()
 	close(p.done)
 }

@@ -24,6 +24,7 @@ func smallKernel() (kernel.Kernel, bool) {
 			continue
 		}
 		if k, err := kernel.Small(d); err == nil {
+			k.Path, _ = filepath.Abs(k.Path)
 			return k, true
 		}
 	}
@@ -159,9 +160,13 @@ func TestArgs(t *testing.T) {
 		})
 	}
 	r := small
-	r.Root, r.Incoming = true, "/d/boxes/b/it's.snap"
+	r.Root, r.Incoming, r.RAMFile = true, true, "/d/boxes/b/mem.ram"
 	line := strings.Join(r.args(), " ")
-	for _, w := range []string{"serial=sbx-root", "format=qcow2", `exec:cat '/d/boxes/b/it'\''s.snap'`} {
+	if q := shellQuote("/d/it's.snap"); q != `'/d/it'\''s.snap'` {
+		t.Errorf("shellQuote: %s", q)
+	}
+	for _, w := range []string{"serial=sbx-root", "format=qcow2", "-incoming defer", ",memory-backend=ram",
+		"memory-backend-file,id=ram,size=256M,mem-path=/d/boxes/b/mem.ram,share=on"} {
 		if !strings.Contains(line, w) {
 			t.Errorf("missing %q in %s", w, line)
 		}

@@ -123,6 +123,14 @@ func (q *qmp) status(ctx context.Context) (string, error) {
 	return s.Status, nil
 }
 
+// ignoreShared turns on x-ignore-shared: RAM in a shared file is left out
+// of the migration stream (both sides must agree).
+func (q *qmp) ignoreShared(ctx context.Context) error {
+	_, err := q.run(ctx, "migrate-set-capabilities", map[string]any{
+		"capabilities": []map[string]any{{"capability": "x-ignore-shared", "state": true}}})
+	return err
+}
+
 // migrateTo saves the stopped VM's state through uri and waits until done.
 func (q *qmp) migrateTo(ctx context.Context, uri string) error {
 	// QEMU 7.2 caps migration at 32 MiB/s by default; the VM is stopped,

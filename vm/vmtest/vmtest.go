@@ -130,16 +130,24 @@ func Run(t *testing.T, s Setup) {
 	t.Run("StatsCPU", func(t *testing.T) {
 		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "while :; do :; done </dev/null >/dev/null 2>&1 & echo $!"}}, nil)
 		pid := strings.TrimSpace(r.stdout)
-		defer run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"kill", pid}}, nil)
 		m.Stats(ctx, box)
 		time.Sleep(time.Second)
-		st, err := m.Stats(ctx, box)
+		busy, err := m.Stats(ctx, box)
+		run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"kill", pid}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("busy guest: %.0f%% CPU", st.CPUPercent)
-		if st.CPUPercent < 20 || st.CPUPercent > 400 {
-			t.Fatalf("a busy loop in the guest shows %.1f%% CPU", st.CPUPercent)
+		time.Sleep(200 * time.Millisecond)
+		m.Stats(ctx, box)
+		time.Sleep(time.Second)
+		idle, err := m.Stats(ctx, box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("busy guest: %.0f%% CPU, idle: %.0f%%", busy.CPUPercent, idle.CPUPercent)
+		// Shared CI cores give a busy guest anything from ~15% to 100%.
+		if busy.CPUPercent < 5 || busy.CPUPercent > 400 || busy.CPUPercent < idle.CPUPercent+3 {
+			t.Errorf("a busy loop in the guest shows %.1f%% CPU (idle %.1f%%)", busy.CPUPercent, idle.CPUPercent)
 		}
 	})
 	if t.Failed() {
