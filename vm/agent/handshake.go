@@ -21,7 +21,7 @@ const (
 
 // helloResend is how often the host repeats its hello while the guest is silent
 // (the guest may still be booting, or busy ending an earlier session).
-const helloResend = 250 * time.Millisecond
+const helloResend = 50 * time.Millisecond
 
 // bufConn reads through a bufio.Reader that may already hold bytes after the
 // hello, and writes and closes the underlying connection.
