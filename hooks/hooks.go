@@ -9,6 +9,17 @@
 // unknown shape, an unknown tool, an I/O error or an internal panic all end
 // in exit 2 with a one-line reason.
 //
+// Every decision is appended as one JSON line (Entry) to
+// /workspace/.agent.hooks.log, or SBX_HOOK_LOG, so denials can be shown with
+// the transcript. SBX_WORKSPACE (or --workspace) moves the workspace.
+//
+// The core installs them in the guest's ~/.claude/settings.json, the driver
+// lane with ask-gate (and guard, issue 7), a side-question session with
+// read-only:
+//
+//	{"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+//	  {"type": "command", "command": "sbx hook ask-gate", "timeout": 30}]}]}}
+//
 // This package runs in the guest and imports no server package.
 package hooks
 

@@ -1,0 +1,74 @@
+package hooks
+
+import (
+	"strings"
+	"testing"
+)
+
+// Holes found while building the read-only lane, one regression each.
+
+// encoding/json matches struct fields case-insensitively; Claude Code runs
+// the exact key. {"command":"rm","Command":"ls"} must be judged as rm.
+func TestRegressionJSONKeyCaseSmuggling(t *testing.T) {
+	in, err := ParseInput(strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf x","Command":"ls"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ReadOnly(in); d.Allow {
+		t.Fatal("judged the look-alike key instead of command")
+	}
+}
+
+// bash removes backslashes and quotes before the program sees its argv:
+// -\i and "-i" are -i.
+func TestRegressionQuotedOrEscapedOption(t *testing.T) {
+	for _, c := range []string{`sed -\i s/a/b/ f`, `sed "-i" s/a/b/ f`, `sed '-'i s/a/b/ f`, `find . "-del"ete`, `sort -\o out in`} {
+		if CheckReadOnly(c) == nil {
+			t.Errorf("allowed %q", c)
+		}
+	}
+}
+
+// A glob is expanded by the shell into whatever file names exist, and a
+// hostile repository can hold a file named -delete or -i.
+func TestRegressionGlobBecomesOption(t *testing.T) {
+	for _, c := range []string{`find . *`, `sed -n p *`, `sort *`, `uniq a*`, `git log ?*`} {
+		if CheckReadOnly(c) == nil {
+			t.Errorf("allowed %q", c)
+		}
+	}
+}
+
+// git's optional option values are only taken when they are not options:
+// `git branch --contains -D main` deletes main.
+func TestRegressionOptionalValueHidesOption(t *testing.T) {
+	if CheckReadOnly(`git branch --contains -D main`) == nil {
+		t.Fatal("allowed a -D hidden behind --contains")
+	}
+}
+
+// bash evaluates array subscripts, and the command substitutions in them, in
+// [[ -eq ]] operands and in test -v / printf -v names.
+func TestRegressionSubscriptEvaluation(t *testing.T) {
+	for _, c := range []string{`[[ 'a[$(rm x)]' -eq 1 ]]`, `[[ -v 'a[$(rm x)]' ]]`, `test -v 'a[$(rm x)]'`, `printf -v 'a[$(rm x)]' x`} {
+		if CheckReadOnly(c) == nil {
+			t.Errorf("allowed %q", c)
+		}
+	}
+}
+
+// GNU sed is bracket-aware: in s/[/]/x/w out the first / does not end the
+// regex, so the w flag is real.
+func TestRegressionSedBracketDelimiter(t *testing.T) {
+	if CheckReadOnly(`sed 's/[/]/x/w out' f`) == nil {
+		t.Fatal("allowed a w flag after a bracketed delimiter")
+	}
+}
+
+// A regex literal containing a quote must not be read as a string that hides
+// the code after it.
+func TestRegressionAwkRegexQuote(t *testing.T) {
+	if CheckReadOnly(`awk '/"/ { system("rm x") } /"/'`) == nil {
+		t.Fatal("allowed system() hidden between quote-bearing regexes")
+	}
+}
