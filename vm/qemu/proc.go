@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +21,9 @@ import (
 // proc is one running QEMU process, started by us or adopted after a
 // gateway restart.
 type proc struct {
-	pid  int
-	log  string // qemu.log, tailed into failure reasons
+	pid    int
+	log    string // qemu.log, tailed into failure reasons
+	logOff int64  // where this process's lines in qemu.log begin
 	done chan struct{}
 	// stopping is set before we end the process on purpose (sleep, kill,
 	// destroy), so its exit is not a failure.
@@ -39,13 +41,14 @@ func startProc(bin string, args []string, logPath string) (*proc, error) {
 		return nil, fmt.Errorf("open %s: %w", logPath, err)
 	}
 	defer lf.Close()
+	off, _ := lf.Seek(0, io.SeekEnd)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	p := &proc{pid: cmd.Process.Pid, log: logPath, done: make(chan struct{})}
+	p := &proc{pid: cmd.Process.Pid, log: logPath, logOff: off, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		p.finish(err)
@@ -80,8 +83,8 @@ func (p *proc) finish(err error) {
 		err = errors.New("exited with status 0")
 	}
 	p.mu.Lock()
-	p.err = fmt.Errorf("qemu process %d %w%s%s", p.pid, err, tailNote(p.log),
-		tailNote(filepath.Join(filepath.Dir(p.log), consoleFile)))
+	p.err = fmt.Errorf("qemu process %d %w%s%s", p.pid, err, tailNote(p.log, p.logOff),
+		tailNote(filepath.Join(filepath.Dir(p.log), consoleFile), 0))
 	p.mu.Unlock()
 	close(p.done)
 }
@@ -114,12 +117,14 @@ func (p *proc) kill(timeout time.Duration) error {
 	}
 }
 
-// tailNote returns the last QEMU log line as ": <line>", or "".
-func tailNote(path string) string {
+// tailNote returns the last line of path written after offset as
+// ": <line>", or "".
+func tailNote(path string, offset int64) string {
 	b, err := os.ReadFile(path)
-	if err != nil {
+	if err != nil || int64(len(b)) < offset {
 		return ""
 	}
+	b = b[offset:]
 	b = bytes.TrimSpace(b)
 	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
 		b = b[i+1:]

@@ -92,6 +92,11 @@ func conformance(t *testing.T, k kernel.Kernel) {
 			}
 			return left
 		},
+		CorruptSnapshot: func(t *testing.T, name string) {
+			if err := os.WriteFile(filepath.Join(dir, "boxes", name, snapFile), []byte("not a snapshot"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
 		DropSnapshot: func(t *testing.T, name string) {
 			if err := os.Remove(filepath.Join(dir, "boxes", name, snapFile)); err != nil {
 				t.Fatal(err)

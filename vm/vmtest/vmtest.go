@@ -35,6 +35,10 @@ type Setup struct {
 	// DropSnapshot deletes a sleeping box's memory snapshot, so the next
 	// wake must cold-boot. Nil skips that check.
 	DropSnapshot func(t *testing.T, name string)
+	// CorruptSnapshot overwrites a sleeping box's memory snapshot with
+	// garbage, so the next wake must notice and cold-boot. Nil skips that
+	// check.
+	CorruptSnapshot func(t *testing.T, name string)
 	// Spec is the spec of the suite's boxes (zero: manager defaults).
 	Spec vm.Spec
 }
@@ -367,6 +371,26 @@ func Run(t *testing.T, s Setup) {
 			}
 			if b.State != vm.Running || !strings.HasPrefix(b.Reason, "cold boot") {
 				t.Fatalf("after Wake without a snapshot: %+v, want a cold boot that says so", b)
+			}
+			r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"cat", "/workspace/kept.txt"}}, nil)
+			if r.stdout != "kept\n" {
+				t.Fatalf("disk lost across a cold wake: %q", r.stdout)
+			}
+		})
+	}
+
+	if s.CorruptSnapshot != nil {
+		t.Run("WakeWithBadSnapshot", func(t *testing.T) {
+			if _, err := m.Sleep(ctx, box); err != nil {
+				t.Fatal(err)
+			}
+			s.CorruptSnapshot(t, box)
+			b, err := m.Wake(ctx, box)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.State != vm.Running || !strings.Contains(b.Reason, "cold boot: memory snapshot unusable") {
+				t.Fatalf("after Wake with a corrupt snapshot: %+v, want a cold boot that says so", b)
 			}
 			r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"cat", "/workspace/kept.txt"}}, nil)
 			if r.stdout != "kept\n" {
