@@ -24,7 +24,7 @@ type proc struct {
 	pid    int
 	log    string // qemu.log, tailed into failure reasons
 	logOff int64  // where this process's lines in qemu.log begin
-	done chan struct{}
+	done   chan struct{}
 	// stopping is set before we end the process on purpose (sleep, kill,
 	// destroy), so its exit is not a failure.
 	stopping atomic.Bool
