@@ -493,7 +493,8 @@ func (c *shellChecker) call(x *syntax.CallExpr) error {
 			break
 		}
 		if !a.static && !a.safeLead {
-			return fmt.Errorf("argument %s of %s is computed at run time; write it literally", wordString(x.Args[i+1]), name.text)
+			return fmt.Errorf("argument %s of %s is computed at run time and could become an option; "+
+				"write it literally (start a glob with ./, as in ./*.go)", wordString(x.Args[i+1]), name.text)
 		}
 	}
 	if err := p.check(rest); err != nil {

@@ -100,6 +100,14 @@ EOF`,
 	"echo `pwd`",
 	`git log -- '*.md'`,
 	`ls # a comment; rm -rf /`,
+	"awk 'length > 80' f",
+	`awk 'BEGIN { while ((getline line < "f") > 0) print line }'`,
+	`awk '{ print ($1 > 0 ? "pos" : "neg") }' f`,
+	`sed -n '/^func /p' ./*.go`,
+	`git diff main...HEAD --name-only`,
+	`git log -S'needle' --oneline --since="2 weeks ago"`,
+	`git status --porcelain=v1 2>/dev/null | wc -l`,
+	`cat package.json | jq .scripts`,
 	``,
 }
 
@@ -316,6 +324,8 @@ EOF`,
 	`echo x |& cat`[:0] + `ls &| cat`,
 	`echo {a,b} > /dev/null; rm x`,
 	`cat a 3>out`,
+	`sed -n '/^func /p' *.go`,
+	`find . -type f | xargs -0 wc -l`,
 }
 
 func TestCheckReadOnlyAllows(t *testing.T) {
