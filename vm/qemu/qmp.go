@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -195,5 +194,3 @@ func (q *qmp) Close() error {
 	}
 	return q.conn.Close()
 }
-
-var errNoQMP = errors.New("no qmp connection")
