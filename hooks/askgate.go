@@ -1,10 +1,13 @@
 package hooks
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // QuestionFile is where the agent writes a question for the operator,
@@ -38,9 +41,83 @@ func (g AskGate) Decide(in *Input) Decision {
 			return deny("ask-gate: %v", err)
 		}
 		if p == filepath.Clean(g.Question) {
-			return allow("writing the question file")
+			return g.decideQuestionWrite(in)
 		}
 	}
 	return deny("A question for the operator is pending in %s. Every tool call is denied until the operator answers; "+
 		"the answer arrives as your next message. Stop here and end your turn.", g.Question)
+}
+
+// maxQuestion bounds the question file the gate reads to simulate an edit.
+const maxQuestion = 1 << 20
+
+// decideQuestionWrite allows rewording the pending question but not
+// emptying it: an empty question file means "no question", so a hijacked
+// agent could otherwise unblock itself without the operator.
+func (g AskGate) decideQuestionWrite(in *Input) Decision {
+	var after string
+	switch in.ToolName {
+	case "Write":
+		content, err := in.toolString("content")
+		if err != nil {
+			return deny("ask-gate: %v", err)
+		}
+		after = content
+	case "Edit", "MultiEdit":
+		cur, err := os.ReadFile(g.Question)
+		if err != nil || len(cur) > maxQuestion {
+			return deny("ask-gate cannot read the question file to check the edit: %v", err)
+		}
+		edits, err := questionEdits(in)
+		if err != nil {
+			return deny("ask-gate: %v", err)
+		}
+		after = string(cur)
+		for _, e := range edits {
+			if e.ReplaceAll {
+				after = strings.ReplaceAll(after, e.Old, e.New)
+			} else {
+				after = strings.Replace(after, e.Old, e.New, 1)
+			}
+		}
+	}
+	if after == "" {
+		return deny("Emptying %s does not answer the question; wait for the operator's answer, which arrives as your next message.", g.Question)
+	}
+	return allow("writing the question file")
+}
+
+type questionEdit struct {
+	Old        string `json:"old_string"`
+	New        string `json:"new_string"`
+	ReplaceAll bool   `json:"replace_all"`
+}
+
+// questionEdits reads the edits of an Edit or MultiEdit call.
+func questionEdits(in *Input) ([]questionEdit, error) {
+	if in.ToolName == "Edit" {
+		var e questionEdit
+		var err error
+		if e.Old, err = in.toolString("old_string"); err != nil {
+			return nil, err
+		}
+		if e.New, err = in.toolString("new_string"); err != nil {
+			return nil, err
+		}
+		if raw, ok := in.ToolInput["replace_all"]; ok {
+			if err := json.Unmarshal(raw, &e.ReplaceAll); err != nil {
+				return nil, fmt.Errorf("%s input: replace_all is not a boolean", in.ToolName)
+			}
+		}
+		return []questionEdit{e}, nil
+	}
+	raw, ok := in.ToolInput["edits"]
+	if !ok {
+		return nil, fmt.Errorf("%s input has no \"edits\"", in.ToolName)
+	}
+	var edits []questionEdit
+	if err := json.Unmarshal(raw, &edits); err != nil {
+		return nil, fmt.Errorf("%s input: edits is not a list of edits", in.ToolName)
+	}
+	return edits, nil
 }

@@ -145,10 +145,11 @@ func TestAskGate(t *testing.T) {
 	q := filepath.Join(e.workspace, QuestionFile)
 	write := func(p string) []byte { return payload("Write", map[string]any{"file_path": p, "content": "?"}) }
 	edit := func(p string) []byte {
-		return payload("Edit", map[string]any{"file_path": p, "old_string": "a", "new_string": "b"})
+		return payload("Edit", map[string]any{"file_path": p, "old_string": "API", "new_string": "HTTP API"})
 	}
 	multi := func(p string) []byte {
-		return payload("MultiEdit", map[string]any{"file_path": p, "edits": []any{}})
+		return payload("MultiEdit", map[string]any{"file_path": p, "edits": []any{
+			map[string]any{"old_string": "version", "new_string": "major version"}}})
 	}
 	read := payload("Read", map[string]any{"file_path": q})
 	other := filepath.Join(e.workspace, "main.go")
@@ -183,6 +184,16 @@ func TestAskGate(t *testing.T) {
 		{"write question", write(q), ExitAllow},
 		{"edit question", edit(q), ExitAllow},
 		{"multiedit question", multi(q), ExitAllow},
+		{"reword question", payload("Edit", map[string]any{"file_path": q, "old_string": "API", "new_string": "API (v1 or v2)"}), ExitAllow},
+		{"clear question by Write", payload("Write", map[string]any{"file_path": q, "content": ""}), ExitDeny},
+		{"clear question by Edit", payload("Edit", map[string]any{"file_path": q, "old_string": "Which API version should I use?\n", "new_string": ""}), ExitDeny},
+		{"edit with an empty old_string changes nothing", payload("Edit", map[string]any{"file_path": q, "old_string": "", "new_string": "", "replace_all": true}), ExitAllow},
+		{"clear question by MultiEdit", payload("MultiEdit", map[string]any{"file_path": q, "edits": []any{
+			map[string]any{"old_string": "Which API version", "new_string": ""},
+			map[string]any{"old_string": " should I use?\n", "new_string": ""},
+		}}), ExitDeny},
+		{"write question without content", payload("Write", map[string]any{"file_path": q}), ExitDeny},
+		{"edit question replace_all not bool", payload("Edit", map[string]any{"file_path": q, "old_string": "a", "new_string": "b", "replace_all": "yes"}), ExitDeny},
 		{"write question via ..", write(filepath.Join(e.workspace, "repo", "..", QuestionFile)), ExitAllow},
 		{"write question relative to cwd", withCwd(write("../"+QuestionFile), filepath.Join(e.workspace, "repo")), ExitAllow},
 		{"write relative, cwd relative", withCwd(write("../"+QuestionFile), "repo"), ExitDeny},
