@@ -52,6 +52,7 @@ type Backend struct {
 	initramfs string
 	accel     host.Verdict
 	hostKHz   int
+	freePages bool
 	debug     bool
 	log       *slog.Logger
 
@@ -117,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	b := &Backend{
 		dataDir: dataDir, qemu: qemuBin, kernel: k, initramfs: cfg.Initramfs,
-		hostKHz: host.CPUKHz(), debug: cfg.Debug, log: log, boxes: map[string]*box{},
+		hostKHz: host.CPUKHz(), freePages: reportsFreePages(k), debug: cfg.Debug, log: log, boxes: map[string]*box{},
 	}
 	switch cfg.Accel {
 	case "kvm", "tcg":
@@ -285,7 +286,8 @@ func (b *Backend) machineFor(bx *box) machine {
 		Dir: bx.dir, SockDir: bx.rec.SockDir, Name: bx.rec.Box.Name,
 		MemoryMiB: bx.rec.Box.Spec.MemoryMiB, VCPUs: bx.rec.Box.Spec.VCPUs,
 		Root: bx.rec.Root != "", HostKHz: b.hostKHz, Debug: b.debug,
-		RAMFile: filepath.Join(bx.dir, ramFile),
+		RAMFile:           filepath.Join(bx.dir, ramFile),
+		FreePageReporting: b.freePages,
 	}
 }
 

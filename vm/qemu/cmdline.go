@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -38,8 +39,13 @@ type machine struct {
 	// instead of copying it. Empty: anonymous memory.
 	RAMFile  string
 	Incoming bool // start waiting for a restore (-incoming defer)
-	HostKHz  int
-	Debug    bool // guest console to console.log, sbx.debug=1
+	// FreePageReporting adds a virtio balloon that only takes the pages
+	// the guest reports free, so memory a guest touched once (the unpacked
+	// initramfs, freed caches) goes back to the host. Needs a kernel with
+	// CONFIG_VIRTIO_BALLOON=y and CONFIG_PAGE_REPORTING=y.
+	FreePageReporting bool
+	HostKHz           int
+	Debug             bool // guest console to console.log, sbx.debug=1
 }
 
 // args returns the QEMU arguments (without argv[0]). The devices are the
@@ -109,6 +115,9 @@ func (m machine) args() []string {
 			"-drive", "id=root,if=none,format=qcow2,aio=threads,file="+filepath.Join(m.Dir, rootFile),
 			"-device", "virtio-blk-device,drive=root,serial=sbx-root")
 	}
+	if m.FreePageReporting {
+		a = append(a, "-device", "virtio-balloon-device,free-page-reporting=on")
+	}
 	if m.RAMFile != "" {
 		a = append(a, "-object", fmt.Sprintf("memory-backend-file,id=ram,size=%dM,mem-path=%s,share=on", m.MemoryMiB, m.RAMFile))
 	}
@@ -116,6 +125,20 @@ func (m machine) args() []string {
 		a = append(a, "-incoming", "defer")
 	}
 	return a
+}
+
+// reportsFreePages tells from the small kernel's build config (the
+// "config" file beside its vmlinux) whether it can report free pages.
+func reportsFreePages(k kernel.Kernel) bool {
+	if k.Kind != kernel.KindSmall {
+		return false // the stock kernel has the balloon only as a module
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(k.Path), "config"))
+	if err != nil {
+		return false
+	}
+	cfg := string(b)
+	return strings.Contains(cfg, "\nCONFIG_VIRTIO_BALLOON=y\n") && strings.Contains(cfg, "\nCONFIG_PAGE_REPORTING=y\n")
 }
 
 // accelArg caps TCG's translation cache: its 1 GiB default fills up over
