@@ -311,17 +311,18 @@ func (c *Client) Watch(ctx context.Context, path string) (<-chan WatchEvent, err
 
 // Process is a process started by Exec.
 type Process struct {
-	c       *Client
-	id      uint64
-	pid     int
-	ctl     *yamux.Stream
-	stdin   *yamux.Stream
-	stdout  *yamux.Stream
-	stderr  *yamux.Stream
-	ctlMu   sync.Mutex // serialises control frames
-	waitErr error
-	exit    ExitStatus
-	done    chan struct{}
+	c         *Client
+	id        uint64
+	pid       int
+	ctl       *yamux.Stream
+	stdin     *yamux.Stream
+	stdout    *yamux.Stream
+	stderr    *yamux.Stream
+	ctlMu     sync.Mutex // serialises control frames
+	waitErr   error
+	exit      ExitStatus
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // Exec starts a process. Its output must be read (or the process blocks once
@@ -446,8 +447,17 @@ func (p *Process) control(ctx context.Context, req request) error {
 
 // Wait blocks until the process has exited and its output streams are
 // complete, then returns how it ended.
+//
+// Output already received stays readable from Stdout and Stderr after Wait;
+// the streams are released here, so every Exec needs its Wait.
 func (p *Process) Wait() (ExitStatus, error) {
 	<-p.done
-	p.ctl.Close()
+	p.closeOnce.Do(func() {
+		// The exit frame comes after the output streams ended, so all their
+		// data is buffered here already; closing them frees both sides.
+		for _, st := range []*yamux.Stream{p.stdin, p.stdout, p.stderr, p.ctl} {
+			st.Close()
+		}
+	})
 	return p.exit, p.waitErr
 }

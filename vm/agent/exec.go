@@ -233,6 +233,7 @@ type process struct {
 	stdout *os.File
 	stderr *os.File
 	exited <-chan unix.WaitStatus
+	gone   atomic.Bool // reaped: its pid may be reused
 }
 
 func (s *server) startProcess(req ExecRequest) (*process, error) {
@@ -344,6 +345,9 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 					_ = pty.Setsize(p.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
 				}
 			case opSignal:
+				if p.gone.Load() {
+					continue // the pid may already belong to someone else
+				}
 				if err := unix.Kill(-p.pid, unix.Signal(req.Signal)); err != nil {
 					_ = unix.Kill(p.pid, unix.Signal(req.Signal))
 				}
@@ -383,6 +387,7 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 	}
 
 	ws := <-p.exited
+	p.gone.Store(true)
 	// Drain what the process wrote; then cut outputs that stay idle, which
 	// happens when a background child keeps the pipe or tty open.
 	copied := make(chan struct{})

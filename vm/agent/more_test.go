@@ -393,3 +393,21 @@ func reaperChild() {
 	}
 	fmt.Println("REAPER OK")
 }
+
+// Every Exec with its Wait releases its four streams on the host.
+func TestExecReleasesStreams(t *testing.T) {
+	c, _ := newClient(t)
+	for range 10 {
+		p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"echo", "hi"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := io.ReadAll(p.Stdout()); string(out) != "hi\n" {
+			t.Fatalf("output after Wait: %q", out)
+		}
+	}
+	waitFor(t, func() bool { return c.sess.NumStreams() == 0 })
+}
