@@ -272,3 +272,6 @@ func (r *Reader) Close() error {
 	})
 	return err
 }
+
+// Done is closed when the log is closed: the run ended or its box is gone.
+func (l *Log) Done() <-chan struct{} { return l.done }

@@ -162,6 +162,11 @@ func TestReopenContinuesAtEnd(t *testing.T) {
 	defer r.Close()
 	l2.Write([]byte("after\n"))
 	l2.Close()
+	select {
+	case <-l2.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
 	got := wait(t, readAllAsync(r))
 	if string(got.data) != "restart\nafter\n" || got.err != nil {
 		t.Fatalf("got %q, %v", got.data, got.err)
