@@ -692,11 +692,6 @@ func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
 		switch {
 		case rec.PID > 0 && isOurs(rec.PID, rec.SockDir):
 			p, err := adoptProc(rec.PID, filepath.Join(dir, logFile))
-			if err == nil {
-				if fi, serr := os.Stat(p.log); serr == nil {
-					p.logOff = fi.Size() // only what it says from now on
-				}
-			}
 			if err != nil {
 				rec.Box.State, rec.Box.Reason = vm.Failed, "re-adopt qemu: "+err.Error()
 				break

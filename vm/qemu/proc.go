@@ -63,6 +63,9 @@ func adoptProc(pid int, logPath string) (*proc, error) {
 		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	p := &proc{pid: pid, log: logPath, done: make(chan struct{})}
+	if fi, err := os.Stat(logPath); err == nil {
+		p.logOff = fi.Size() // only what it says from now on
+	}
 	go func() {
 		defer unix.Close(fd)
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
