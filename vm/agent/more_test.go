@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -411,3 +412,57 @@ func TestExecReleasesStreams(t *testing.T) {
 	}
 	waitFor(t, func() bool { return c.sess.NumStreams() == 0 })
 }
+
+// The host resends its hello while the guest boots: the guest echoes it
+// once and hands yamux the first byte after the repeats.
+func TestGuestSkipsRepeatedHellos(t *testing.T) {
+	host, guest := socketPair(t)
+	defer host.Close()
+	hello := []byte(helloMagic + "0123456789abcdef")
+	newer := []byte(helloMagic + "fedcba9876543210")
+	in := bytes.Join([][]byte{[]byte("junk"), hello, hello, hello, newer, {0, 1, 2}}, nil)
+	if _, err := host.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := guestHandshake(guest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Close()
+	first := make([]byte, 3)
+	if _, err := io.ReadFull(gc, first); err != nil || !bytes.Equal(first, []byte{0, 1, 2}) {
+		t.Fatalf("first bytes after the hellos: %v %v", first, err)
+	}
+	// Echoed: the first hello once, and the newer one (a new host) once.
+	want := append(append([]byte{}, hello...), newer...)
+	got := make([]byte, len(want))
+	host.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := io.ReadFull(host, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("echo %q, %v; want %q", got, err, want)
+	}
+	host.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _ := host.Read(make([]byte, 1)); n != 0 {
+		t.Fatal("more than one echo per hello")
+	}
+}
+
+// With no host connected the port reads EOF at once; Serve must wait
+// between attempts, not spin.
+func TestServeWaitsWhenNoHost(t *testing.T) {
+	var opens atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	Serve(ctx, PortOpenerFunc(func(context.Context) (io.ReadWriteCloser, error) {
+		opens.Add(1)
+		return eofConn{}, nil
+	}), ServerOptions{Root: t.TempDir()})
+	if n := opens.Load(); n > 40 || n < 2 {
+		t.Fatalf("%d opens in 300ms; want a few (one per %v)", n, redialDelay)
+	}
+}
+
+type eofConn struct{}
+
+func (eofConn) Read([]byte) (int, error)    { return 0, io.EOF }
+func (eofConn) Write(p []byte) (int, error) { return len(p), nil }
+func (eofConn) Close() error                { return nil }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -159,6 +160,13 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) {
 		}
 		go func() {
 			defer st.Close()
+			// In a box this process is PID 1: a bug in one call must not
+			// take the machine down.
+			defer func() {
+				if r := recover(); r != nil {
+					s.log.Error("agent: call panicked", "panic", r, "stack", string(debug.Stack()))
+				}
+			}()
 			c.handle(ctx, st)
 		}()
 	}

@@ -108,7 +108,7 @@ func hostKHz() int {
 	return 0
 }
 
-func stockKernel(t *testing.T) kernel.Kernel {
+func stockKernel(t testing.TB) kernel.Kernel {
 	k, err := kernel.Stock(cacheDir(t))
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func stockKernel(t *testing.T) kernel.Kernel {
 }
 
 // bootBox boots a guest; rootImage, when set, is attached as sbx-root.
-func bootBox(t *testing.T, k kernel.Kernel, rootImage string) *box {
+func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 	t.Helper()
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -139,7 +139,10 @@ func bootBox(t *testing.T, k kernel.Kernel, rootImage string) *box {
 	b := &box{dir: dir, ws: filepath.Join(dir, "workspace.ext4"), console: &syncBuffer{}, exited: make(chan error, 1)}
 	mkfs(t, b.ws, 64, "")
 	mach := "microvm,x-option-roms=off,isa-serial=off,rtc=on"
-	appendLine := []string{"console=hvc0", "quiet", "reboot=t", "panic=-1", "sbx.debug=1"}
+	appendLine := []string{"console=hvc0", "quiet", "reboot=t", "panic=-1"}
+	if _, bench := t.(*testing.B); !bench {
+		appendLine = append(appendLine, "sbx.debug=1") // a log line per call would skew benchmarks
+	}
 	if k.Kind == kernel.KindSmall {
 		mach = "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=off,rtc=on,acpi=off"
 		appendLine = append(appendLine, "nolapic_timer")
@@ -214,7 +217,7 @@ func bootBox(t *testing.T, k kernel.Kernel, rootImage string) *box {
 	return b
 }
 
-func (b *box) run(t *testing.T, argv ...string) string {
+func (b *box) run(t testing.TB, argv ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -270,11 +273,58 @@ func TestBootStockInitramfs(t *testing.T) { checkGuest(t, bootBox(t, stockKernel
 // The small kernel (go tool task kernel) has everything built in: no
 // modules, no ACPI, power-off by reboot=t.
 func TestBootSmallKernel(t *testing.T) {
-	paths, _ := filepath.Glob(filepath.Join(os.Getenv("HOME"), ".cache/sbx/kernel/*/vmlinux"))
-	if len(paths) == 0 {
+	k, ok := smallKernel()
+	if !ok {
 		t.Skip("small kernel not built (go tool task kernel)")
 	}
-	checkGuest(t, bootBox(t, kernel.Kernel{Kind: kernel.KindSmall, Path: paths[0]}, ""))
+	checkGuest(t, bootBox(t, k, ""))
+}
+
+// smallKernel finds the small kernel in the build cache of `task kernel`.
+func smallKernel() (kernel.Kernel, bool) {
+	paths, _ := filepath.Glob(filepath.Join(os.Getenv("HOME"), ".cache/sbx/kernel/*/vmlinux"))
+	if len(paths) == 0 {
+		return kernel.Kernel{}, false
+	}
+	return kernel.Kernel{Kind: kernel.KindSmall, Path: paths[0]}, true
+}
+
+// benchKernel is the small kernel when built, else the stock one.
+func benchKernel(b *testing.B) kernel.Kernel {
+	if k, ok := smallKernel(); ok {
+		return k
+	}
+	return stockKernel(b)
+}
+
+// BenchmarkGuestExecTrue is the exec round trip of `true` in a real guest
+// over virtio-serial.
+func BenchmarkGuestExecTrue(b *testing.B) {
+	bx := bootBox(b, benchKernel(b), "")
+	b.ResetTimer()
+	for b.Loop() {
+		bx.run(b, "true")
+	}
+}
+
+// BenchmarkGuestReadFile is ReadFile throughput out of a real guest.
+func BenchmarkGuestReadFile(b *testing.B) {
+	bx := bootBox(b, benchKernel(b), "")
+	const size = 16 << 20
+	bx.run(b, "sh", "-c", "head -c "+strconv.Itoa(size)+" /dev/urandom > /workspace/big")
+	ctx := context.Background()
+	b.SetBytes(size)
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := bx.client.ReadFile(ctx, "big")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, r); err != nil || n != size {
+			b.Fatal(n, err)
+		}
+		r.Close()
+	}
 }
 
 func checkGuest(t *testing.T, b *box) {
@@ -410,5 +460,17 @@ func TestBootSwitchesIntoRootImage(t *testing.T) {
 	b.shutdown(t)
 	if got := debugfsCat(t, b.ws, "/x"); got != "y" {
 		t.Fatalf("workspace after power-off: %q", got)
+	}
+}
+
+// BenchmarkGuestPing is one request/reply over virtio-serial.
+func BenchmarkGuestPing(b *testing.B) {
+	bx := bootBox(b, benchKernel(b), "")
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := bx.client.Ping(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
