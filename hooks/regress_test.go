@@ -91,3 +91,19 @@ func TestRegressionAgentClearsOwnQuestion(t *testing.T) {
 		t.Fatal("question still pending, yet a tool call was allowed")
 	}
 }
+
+// Found by FuzzCheckReadOnly: a tilde is expanded by bash, so `awk ~-` runs
+// $OLDPWD as the awk program, and a hostile repository can hold a directory
+// named {system("...")} to cd through.
+func TestRegressionTildeExpandsToProgramText(t *testing.T) {
+	for _, c := range []string{`awk ~`, `awk ~-`, `awk x=~-`, `sed ~+ f`, `git ~-`} {
+		if CheckReadOnly(c) == nil {
+			t.Errorf("allowed %q", c)
+		}
+	}
+	for _, c := range []string{`ls ~`, `cat ~/.bashrc`, `find ~ -name x`, `git log HEAD~3`, `git show HEAD~1:go.mod`} {
+		if err := CheckReadOnly(c); err != nil {
+			t.Errorf("denied %q: %v", c, err)
+		}
+	}
+}

@@ -377,7 +377,9 @@ func leadsLiterally(w *syntax.Word) bool {
 				return false
 			}
 			first = v[1:2]
-		case '*', '?', '[', '{', '~':
+		case '~':
+			return true // expands to an absolute path, or stays "~..."
+		case '*', '?', '[', '{':
 			return false
 		default:
 			first = v[:1]
@@ -405,8 +407,9 @@ func leadsLiterally(w *syntax.Word) bool {
 }
 
 // unescapeUnquoted removes backslash quoting from an unquoted literal the
-// way bash does (so `-\i` is "-i") and reports unescaped glob or brace
-// characters, which make the word expand to file names or several words.
+// way bash does (so `-\i` is "-i") and reports unescaped glob, brace or
+// tilde characters, which make the word expand to file names, several words
+// or a variable's value.
 func unescapeUnquoted(s string) (string, bool) {
 	var b strings.Builder
 	glob := false
@@ -419,6 +422,12 @@ func unescapeUnquoted(s string) (string, bool) {
 				b.WriteByte(s[i])
 			}
 		case ch == '*' || ch == '?':
+			glob = true
+			b.WriteByte(ch)
+		case ch == '~' && (i == 0 || s[i-1] == '=' || s[i-1] == ':'):
+			// Tilde expansion: ~ is $HOME, ~- is $OLDPWD (any directory
+			// name cd has visited), ~+ is $PWD; also after = and : in
+			// assignment-like arguments (x=~-).
 			glob = true
 			b.WriteByte(ch)
 		case ch == '[' && strings.IndexByte(s[i:], ']') > 0, ch == '{' && isBraceExpansion(s[i:]):

@@ -70,7 +70,8 @@ func runAllowed(t *testing.T, dir, cmd string, file *syntax.File) {
 	defer cancel()
 	r, err := interp.New(
 		interp.Dir(dir),
-		interp.Env(expand.ListEnviron("HOME=/nonexistent", "PATH=/usr/bin:/bin", "x=-delete", "S=w out")),
+		interp.Env(expand.ListEnviron("HOME=/nonexistent", "PATH=/usr/bin:/bin", "x=-delete", "S=w out",
+			`OLDPWD=/w/{system("x")}`)),
 		interp.StdIO(strings.NewReader(""), io.Discard, io.Discard),
 		interp.CallHandler(func(ctx context.Context, args []string) ([]string, error) {
 			if len(args) == 0 {
