@@ -124,7 +124,7 @@ func TestPing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Kernel == "" || h.Uptime <= 0 || h.Root != root || h.Version != ProtocolVersion {
+	if h.Kernel == "" || h.Uptime <= 0 || h.Root != root || h.Version != ProtocolVersion || h.MemTotal == 0 || h.MemFree == 0 || h.Procs == 0 {
 		t.Fatalf("health = %+v", h)
 	}
 }

@@ -132,11 +132,31 @@ func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
 
 // ReadDir lists a directory, sorted by name; symlinks are reported, not followed.
 func (c *Client) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
-	rep, err := c.simple(ctx, request{Op: opReadDir, Path: path})
+	req := request{ID: c.nextID.Add(1), Op: opReadDir, Path: path}
+	st, rep, stop, err := c.call(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return rep.Infos, nil
+	defer stop()
+	defer st.Close()
+	infos := rep.Infos
+	for rep.More {
+		rep = reply{}
+		if err := readFrame(st, &rep); err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return nil, fmt.Errorf("agent readdir %q: %w", path, err)
+		}
+		if rep.ID != req.ID {
+			return nil, fmt.Errorf("agent readdir %q: reply id %d does not match request id %d", path, rep.ID, req.ID)
+		}
+		if rep.Err != nil {
+			return nil, rep.Err.err(opReadDir, path)
+		}
+		infos = append(infos, rep.Infos...)
+	}
+	return infos, nil
 }
 
 // MkdirAll creates path and its missing parents.

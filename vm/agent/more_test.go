@@ -466,3 +466,18 @@ type eofConn struct{}
 func (eofConn) Read([]byte) (int, error)    { return 0, io.EOF }
 func (eofConn) Write(p []byte) (int, error) { return len(p), nil }
 func (eofConn) Close() error                { return nil }
+
+func TestReadDirLarge(t *testing.T) {
+	c, root := newClient(t)
+	const n = 2500 // more than two batches
+	for i := range n {
+		must(t, os.WriteFile(filepath.Join(root, fmt.Sprintf("file-%05d-with-a-longish-name.txt", i)), nil, 0o644))
+	}
+	infos, err := c.ReadDir(ctxT(t), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != n || infos[0].Name != "file-00000-with-a-longish-name.txt" || infos[n-1].Name != fmt.Sprintf("file-%05d-with-a-longish-name.txt", n-1) {
+		t.Fatalf("got %d entries", len(infos))
+	}
+}

@@ -78,6 +78,7 @@ type reply struct {
 	PID    int         `json:"pid,omitempty"`
 	Exit   *ExitStatus `json:"exit,omitempty"`
 	Event  *WatchEvent `json:"event,omitempty"`
+	More   bool        `json:"more,omitempty"` // readdir: more entries follow in further frames
 }
 
 // Health is the guest's answer to Ping.
@@ -87,6 +88,11 @@ type Health struct {
 	Time    time.Time     `json:"time"`    // the guest's wall clock
 	Root    string        `json:"root"`    // the confined root
 	Version string        `json:"version"` // protocol version
+	// Guest-side view of its resources (sysinfo(2)).
+	MemTotal uint64  `json:"mem_total"` // bytes
+	MemFree  uint64  `json:"mem_free"`  // bytes, free plus buffers
+	Procs    int     `json:"procs"`
+	Load1    float64 `json:"load1"`
 }
 
 // ProtocolVersion is reported by Ping.

@@ -207,6 +207,13 @@ func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
 		answer(reply{Info: &fi}, err)
 	case opReadDir:
 		infos, err := s.readDir(req.Path)
+		// Big directories go out in batches so no frame nears MaxFrame.
+		for err == nil && len(infos) > readDirBatch {
+			if werr := writeFrame(st, reply{ID: req.ID, Infos: infos[:readDirBatch], More: true}); werr != nil {
+				return
+			}
+			infos = infos[readDirBatch:]
+		}
 		answer(reply{Infos: infos}, err)
 	case opMkdirAll:
 		answer(reply{}, s.mkdirAll(req.Path, req.Mode))
@@ -241,8 +248,19 @@ func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
 
 var errInvalid = os.ErrInvalid
 
+// readDirBatch is the number of entries per ReadDir frame.
+const readDirBatch = 1000
+
 func (s *server) health() Health {
 	h := Health{Time: time.Now(), Root: s.root, Version: ProtocolVersion}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		unit := uint64(si.Unit)
+		h.MemTotal = si.Totalram * unit
+		h.MemFree = (si.Freeram + si.Bufferram) * unit
+		h.Procs = int(si.Procs)
+		h.Load1 = float64(si.Loads[0]) / 65536
+	}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		h.Kernel = unix.ByteSliceToString(u.Release[:])
