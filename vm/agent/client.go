@@ -117,6 +117,9 @@ func (c *Client) Ping(ctx context.Context) (Health, error) {
 	return *rep.Health, nil
 }
 
+// maxDirEntries bounds what ReadDir accepts from the guest.
+const maxDirEntries = 1 << 20
+
 // Stat describes path (relative to /workspace); symlinks are followed inside
 // /workspace only.
 func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
@@ -155,6 +158,9 @@ func (c *Client) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
 			return nil, rep.Err.err(opReadDir, path)
 		}
 		infos = append(infos, rep.Infos...)
+		if len(infos) > maxDirEntries { // the guest is not trusted to stop
+			return nil, fmt.Errorf("agent readdir %q: more than %d entries", path, maxDirEntries)
+		}
 	}
 	return infos, nil
 }

@@ -30,7 +30,8 @@ type Options struct {
 	// Modules are kernel module files (.ko), copied to /lib/modules/<base
 	// name>; the init loads the ones named by sbx.modules= in that order.
 	Modules []string
-	// Extra maps a path inside the archive to a host file to copy there.
+	// Extra maps a path inside the archive to a host file to copy there. It
+	// may replace the built-in /etc/passwd and /etc/group, nothing else.
 	Extra map[string]string
 }
 
@@ -44,12 +45,13 @@ var baseDirs = []string{
 }
 
 type entry struct {
-	name   string // no leading slash
-	mode   uint32 // type and permission bits, as in st_mode
-	src    string // host file for regular files
-	data   []byte // contents for links and inline files
-	rdevMj uint32
-	rdevMn uint32
+	name     string // no leading slash
+	mode     uint32 // type and permission bits, as in st_mode
+	src      string // host file for regular files
+	data     []byte // contents for links and inline files
+	rdevMj   uint32
+	rdevMn   uint32
+	fallback bool // a built-in default that Extra may replace
 }
 
 const (
@@ -87,7 +89,7 @@ func plan(opts Options) ([]entry, error) {
 		if e.name == "" || e.name == "." {
 			return fmt.Errorf("initramfs: bad archive path %q", e.name)
 		}
-		if old, ok := byName[e.name]; ok && old.mode&modeDir == 0 {
+		if old, ok := byName[e.name]; ok && old.mode&modeDir == 0 && !old.fallback {
 			return fmt.Errorf("initramfs: %s added twice", e.name)
 		}
 		byName[e.name] = e
@@ -123,6 +125,15 @@ func plan(opts Options) ([]entry, error) {
 	}
 	if err := add(entry{name: "dev/null", mode: modeChr | 0o666, rdevMj: 1, rdevMn: 3}); err != nil {
 		return nil, err
+	}
+	// Just enough identity for tools that look up uid 0 (id, git, ssh).
+	for name, data := range map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
+		"etc/group":  "root:x:0:\n",
+	} {
+		if err := add(entry{name: name, mode: modeReg | 0o644, data: []byte(data), fallback: true}); err != nil {
+			return nil, err
+		}
 	}
 	if err := regular("init", opts.Init, 0o755); err != nil {
 		return nil, err

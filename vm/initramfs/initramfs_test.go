@@ -24,7 +24,10 @@ func TestWriteReadBack(t *testing.T) {
 		Init:    writeFile(t, dir, "sbx", "#!init binary", 0o755),
 		Busybox: "/bin/busybox",
 		Modules: []string{writeFile(t, dir, "virtio_mmio.ko", "mod1", 0o644), writeFile(t, dir, "ext4.ko", "mod2", 0o644)},
-		Extra:   map[string]string{"/etc/sbx/extra.conf": writeFile(t, dir, "extra", "x=1", 0o600)},
+		Extra: map[string]string{
+			"/etc/sbx/extra.conf": writeFile(t, dir, "extra", "x=1", 0o600),
+			"etc/group":           writeFile(t, dir, "group", "root:x:0:\nstaff:x:50:\n", 0o644),
+		},
 	}
 	var buf bytes.Buffer
 	if err := Write(&buf, opts); err != nil {
@@ -68,6 +71,8 @@ func TestWriteReadBack(t *testing.T) {
 	check("bin/sh", 0o120777, "busybox")
 	check("bin/stty", 0o120777, "busybox")
 	check("bin/busybox", 0o100755, "")
+	check("etc/passwd", 0o100644, "root:x:0:0:root:/root:/bin/sh\n")
+	check("etc/group", 0o100644, "root:x:0:\nstaff:x:50:\n")
 	if c := by["dev/console"]; c.Mode != 0o20600 || c.RdevMaj != 5 || c.RdevMin != 1 {
 		t.Errorf("dev/console: %+v", c)
 	}
@@ -96,7 +101,7 @@ func TestWriteBadInput(t *testing.T) {
 		"missing init":   {Init: filepath.Join(dir, "nope")},
 		"init is a dir":  {Init: dir},
 		"missing module": {Init: writeFile(t, dir, "i", "x", 0o755), Modules: []string{filepath.Join(dir, "gone.ko")}},
-		"duplicate":      {Init: writeFile(t, dir, "i2", "x", 0o755), Extra: map[string]string{"init": writeFile(t, dir, "e", "x", 0o644)}},
+		"replaces init":  {Init: writeFile(t, dir, "i2", "x", 0o755), Extra: map[string]string{"init": writeFile(t, dir, "e", "x", 0o644)}},
 	} {
 		var buf bytes.Buffer
 		err := Write(&buf, opts)
