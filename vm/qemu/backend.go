@@ -704,6 +704,12 @@ func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
 				rec.PID = 0
 			}
 			b.log.Info("recover: re-adopted qemu", "box", name, "pid", p.pid)
+		case rec.Box.State == vm.Running && rec.Machine.QEMU != "" && fileExists(filepath.Join(dir, snapFile)):
+			// The gateway stopped in the middle of a sleep, after the
+			// snapshot was complete (it is renamed into place only then).
+			rec.Box.State = vm.Sleeping
+			rec.Box.Reason = "the gateway stopped during sleep; the memory snapshot was complete"
+			rec.PID = 0
 		case rec.Box.State == vm.Running || rec.Box.State == vm.Creating:
 			rec.Box.State = vm.Failed
 			rec.Box.Reason = fmt.Sprintf("qemu process %d was gone when the gateway restarted", rec.PID)
@@ -725,6 +731,11 @@ func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return out, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // Close drops the backend's hold on the machines; they keep running and a

@@ -71,6 +71,16 @@ func TestRecover(t *testing.T) {
 	b, _ = json.Marshal(rec)
 	os.WriteFile(filepath.Join(asleep, recordFile), b, 0o600)
 
+	// A running box whose QEMU ended after its sleep snapshot was complete
+	// (the gateway died mid-sleep): it is asleep.
+	midSleep := filepath.Join(boxes, "midsleep")
+	os.MkdirAll(midSleep, 0o700)
+	rec = record{Box: vm.Box{Name: "midsleep", State: vm.Running, Spec: vm.Spec{MemoryMiB: 256}}, PID: dead.Process.Pid,
+		SockDir: midSleep, Machine: machine{QEMU: "qemu-system-x86_64"}}
+	b, _ = json.Marshal(rec)
+	os.WriteFile(filepath.Join(midSleep, recordFile), b, 0o600)
+	os.WriteFile(filepath.Join(midSleep, snapFile), []byte("snapshot"), 0o600)
+
 	be, err := New(context.Background(), Config{DataDir: dir, Kernel: &k, Init: init, Accel: "tcg"})
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +102,9 @@ func TestRecover(t *testing.T) {
 	g, err := m.Get("gone")
 	if err != nil || g.State != vm.Failed || !strings.Contains(g.Reason, "was gone when the gateway restarted") {
 		t.Errorf("box with a vanished qemu: %+v %v", g, err)
+	}
+	if ms, err := m.Get("midsleep"); err != nil || ms.State != vm.Sleeping {
+		t.Errorf("box whose gateway died mid-sleep: %+v %v", ms, err)
 	}
 	a, err := m.Get("asleep")
 	if err != nil || a.State != vm.Sleeping {
