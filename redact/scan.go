@@ -130,8 +130,8 @@ func (a *automaton) walk(buf []byte, sc *scratch) int32 {
 // It returns the spans to redact, hold (the first byte that cannot be
 // emitted yet because a match might start there) and, when a private-key
 // header was found, key: the end of that header (nothing after it counts).
-// pre is the input before buf[0] (see maxPre); final means no more input follows, force
-// means undecided pattern values are decided as if it did.
+// pre is the input before buf[0] (see maxPre); final means no more input
+// follows; force means undecided pattern values are decided as if so.
 func (a *automaton) scan(buf []byte, pre []byte, final, force bool, sc *scratch) (_ []span, hold, key int) {
 	hold, key = len(buf), -1
 	decideAll := final || force
