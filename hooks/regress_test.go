@@ -107,3 +107,18 @@ func TestRegressionTildeExpandsToProgramText(t *testing.T) {
 		}
 	}
 }
+
+// Brace and bracket patterns span quoted parts: uniq a{,'b'} is `uniq a ab`
+// and uniq a['bc'] globs to two files; the second is written.
+func TestRegressionPatternAcrossQuotes(t *testing.T) {
+	for _, c := range []string{`uniq a{,'b'}`, `uniq a['bc']`, `uniq "a"{,b}`, `uniq a{"",b}`} {
+		if CheckReadOnly(c) == nil {
+			t.Errorf("allowed %q", c)
+		}
+	}
+	for _, c := range []string{`uniq 'a{,b}'`, `uniq a\{,b}`, `find . -name x -print '{}'`, `git log @{u}..`} {
+		if err := CheckReadOnly(c); err != nil {
+			t.Errorf("denied %q: %v", c, err)
+		}
+	}
+}

@@ -271,11 +271,7 @@ func (c *shellChecker) word(w *syntax.Word) (arg, error) {
 	for _, part := range w.Parts {
 		switch x := part.(type) {
 		case *syntax.Lit:
-			text, glob := unescapeUnquoted(x.Value)
-			b.WriteString(text)
-			if glob {
-				static = false
-			}
+			b.WriteString(unescapeUnquoted(x.Value))
 		case *syntax.SglQuoted:
 			if x.Dollar {
 				// $'...' decodes escapes such as \x2d ("-"); treat its
@@ -323,6 +319,9 @@ func (c *shellChecker) word(w *syntax.Word) (arg, error) {
 		default:
 			return arg{}, fmt.Errorf("word part %T is not allowed", part)
 		}
+	}
+	if expands(w) {
+		static = false
 	}
 	a := arg{text: b.String(), static: static}
 	if !static && !splits {
@@ -407,51 +406,83 @@ func leadsLiterally(w *syntax.Word) bool {
 }
 
 // unescapeUnquoted removes backslash quoting from an unquoted literal the
-// way bash does (so `-\i` is "-i") and reports unescaped glob, brace or
-// tilde characters, which make the word expand to file names, several words
-// or a variable's value.
-func unescapeUnquoted(s string) (string, bool) {
+// way bash does (so `-\i` is "-i").
+func unescapeUnquoted(s string) string {
 	var b strings.Builder
-	glob := false
 	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case ch == '\\' && i+1 < len(s):
+		if s[i] == '\\' && i+1 < len(s) {
 			i++
 			if s[i] != '\n' {
 				b.WriteByte(s[i])
 			}
-		case ch == '*' || ch == '?':
-			glob = true
-			b.WriteByte(ch)
-		case ch == '~' && (i == 0 || s[i-1] == '=' || s[i-1] == ':'):
-			// Tilde expansion: ~ is $HOME, ~- is $OLDPWD (any directory
-			// name cd has visited), ~+ is $PWD; also after = and : in
-			// assignment-like arguments (x=~-).
-			glob = true
-			b.WriteByte(ch)
-		case ch == '[' && strings.IndexByte(s[i:], ']') > 0, ch == '{' && isBraceExpansion(s[i:]):
-			// A bracket with no closer is literal (the "[" builtin), and so
-			// is a brace without a comma or ".." inside ("{}", "@{u}").
-			glob = true
-			b.WriteByte(ch)
-		default:
-			b.WriteByte(ch)
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// expands reports whether bash may turn w into something other than its
+// literal text by globbing, brace or tilde expansion. It looks at the whole
+// word, since a pattern may span quoted parts: in a{,'b'} and a['bc'] the
+// braces and brackets are unquoted.
+func expands(w *syntax.Word) bool {
+	// The unquoted characters that matter, in order; an escaped character
+	// is 'x' and a quoted or expanded part is \x00.
+	var b strings.Builder
+	for _, part := range w.Parts {
+		l, ok := part.(*syntax.Lit)
+		if !ok {
+			if _, glob := part.(*syntax.ExtGlob); glob {
+				return true
+			}
+			b.WriteByte(0)
+			continue
+		}
+		for i := 0; i < len(l.Value); i++ {
+			if l.Value[i] == '\\' && i+1 < len(l.Value) {
+				i++
+				b.WriteByte('x')
+				continue
+			}
+			b.WriteByte(l.Value[i])
 		}
 	}
-	return b.String(), glob
+	s := b.String()
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?':
+			return true
+		case '~':
+			// ~ is $HOME, ~- is $OLDPWD (any directory cd has visited),
+			// ~+ is $PWD; also after = and : (x=~-).
+			if i == 0 || s[i-1] == '=' || s[i-1] == ':' {
+				return true
+			}
+		case '[':
+			// A bracket with no closer is literal (the "[" builtin).
+			if strings.IndexByte(s[i:], ']') > 0 {
+				return true
+			}
+		case '{':
+			if isBraceExpansion(s[i:]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isBraceExpansion reports whether s, starting at '{', may be a bash brace
-// expansion: a '}' follows, with a ',' or ".." before it. Nested or escaped
-// braces only make it answer yes more often.
+// expansion: a '}' follows, with a ',' or ".." before it, or a nested brace
+// or a quoted part (\x00) that could hold one. "{}" and "@{u}" are literal.
 func isBraceExpansion(s string) bool {
 	end := strings.IndexByte(s, '}')
 	if end < 0 {
 		return false
 	}
 	inner := s[1:end]
-	return strings.Contains(inner, ",") || strings.Contains(inner, "..") || strings.ContainsAny(inner, "{\\")
+	return strings.Contains(inner, ",") || strings.Contains(inner, "..") || strings.ContainsAny(inner, "{\x00")
 }
 
 // unescapeDouble removes the backslashes bash removes inside double quotes.
