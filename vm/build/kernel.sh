@@ -7,7 +7,7 @@
 #   vm/build/kernel.sh uptodate   exit 0 when the installed kernel matches the key
 #
 # Cache: ${SBX_CACHE:-$HOME/.cache/sbx}/kernel/<key>/{vmlinux,release}
-# Install: ${SBX_DATA:-./.sbx}/kernel/small/{vmlinux,release,key}
+# Install: ${SBX_DATA:-./.sbx}/kernel/small/{vmlinux,release,config,key}
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -100,7 +100,8 @@ build() {
 	fi
 	mkdir -p "$install_dir"
 	local f
-	for f in vmlinux release; do
+	# config: vm/qemu reads it to see what the kernel supports (free page reporting).
+	for f in vmlinux release config; do
 		cp "$out/$f" "$install_dir/.$f.tmp"
 		sync -f "$install_dir/.$f.tmp"
 		mv "$install_dir/.$f.tmp" "$install_dir/$f"
