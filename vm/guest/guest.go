@@ -33,8 +33,12 @@ const (
 	newRoot       = "/newroot"
 )
 
-// IsInit reports whether this process was started by the kernel as a box's init.
-func IsInit() bool { return os.Getpid() == 1 }
+// IsInit reports whether this process was started by the kernel as a box's
+// init: PID 1 run as /init. The name check keeps a gateway that happens to be
+// PID 1 (a container without an init) from turning into a guest.
+func IsInit() bool { return os.Getpid() == 1 && isInitName(os.Args) }
+
+func isInitName(args []string) bool { return len(args) > 0 && args[0] == "/init" }
 
 // Main runs the guest init. It only returns if powering off failed.
 func Main() int {
