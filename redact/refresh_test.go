@@ -87,7 +87,7 @@ func newRefreshing(t *testing.T, src *listSource) (*Redactor, *fakeClock, *syncB
 // eventually polls cond: the reload runs in the background by design.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
