@@ -49,8 +49,8 @@ type Redactor struct {
 	cur        atomic.Pointer[automaton]
 	next       atomic.Int64 // unix nanos when the next background reload is due
 	refreshing atomic.Bool
-	mu         sync.Mutex // serialises reloads
-	short      int        // secrets too short at the last reload (guarded by mu)
+	reload     chan struct{} // a one-slot semaphore: serialises reloads, honours ctx
+	short      int           // secrets too short at the last reload (guarded by reload)
 }
 
 // New loads the known secrets once and returns a Redactor that reloads them
@@ -58,7 +58,8 @@ type Redactor struct {
 // returns the error rather than a Redactor that would miss every known
 // secret.
 func New(ctx context.Context, source Source, opts Options) (*Redactor, error) {
-	r := &Redactor{source: source, refresh: opts.Refresh, timeout: opts.Timeout, now: opts.Now, log: opts.Logger}
+	r := &Redactor{source: source, refresh: opts.Refresh, timeout: opts.Timeout, now: opts.Now, log: opts.Logger,
+		reload: make(chan struct{}, 1)}
 	if r.refresh <= 0 {
 		r.refresh = DefaultRefresh
 	}
@@ -80,8 +81,15 @@ func New(ctx context.Context, source Source, opts Options) (*Redactor, error) {
 // Refresh reloads the known secrets now (call it right after a secret is
 // added, so it is redacted at once). On error the previous list stays.
 func (r *Redactor) Refresh(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if r.reload == nil {
+		return errors.New("redact: Refresh on a Redactor not made by New")
+	}
+	select {
+	case r.reload <- struct{}{}:
+		defer func() { <-r.reload }()
+	case <-ctx.Done():
+		return fmt.Errorf("load known secrets: waiting for the reload in progress: %w", ctx.Err())
+	}
 	var list []string
 	if r.source != nil {
 		var err error
@@ -120,7 +128,7 @@ func (r *Redactor) Known() int { return r.current().secrets }
 func (r *Redactor) current() *automaton {
 	a := r.cur.Load()
 	if a == nil {
-		return patternsOnly()
+		return patternsOnly() // the zero Redactor
 	}
 	if r.source != nil && r.now().UnixNano() >= r.next.Load() && r.refreshing.CompareAndSwap(false, true) {
 		go func() {

@@ -174,6 +174,12 @@ func TestRefreshNeverBlocksReads(t *testing.T) {
 	if n := src.calls.Load(); n != 2 {
 		t.Fatalf("%d source calls while one reload hangs, want 2", n)
 	}
+	// An explicit Refresh waits for the hung reload only as long as its ctx.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if err := r.Refresh(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Refresh behind a hung reload = %v, want its deadline", err)
+	}
 	close(release)
 	eventually(t, "reload", func() bool { return redacts(r, secretB) })
 }
@@ -268,6 +274,9 @@ func TestPatternsOnly(t *testing.T) {
 		if r.Known() != 0 {
 			t.Fatalf("Known() = %d", r.Known())
 		}
+	}
+	if err := zero.Refresh(context.Background()); err == nil {
+		t.Fatal("Refresh on the zero Redactor succeeded")
 	}
 }
 
