@@ -53,7 +53,10 @@ type machine struct {
 // for the agent port and the disks.
 func (m machine) args() []string {
 	mach := "microvm,x-option-roms=off,rtc=on"
-	appendLine := []string{"quiet", "reboot=t", "panic=-1"}
+	// no_timer_check: on a busy host the kernel's IO-APIC timer check
+	// under TCG misses its ticks and the guest dies before its console
+	// is up (measured: 2 of 20 parallel boots without it, 0 of 60 with).
+	appendLine := []string{"quiet", "reboot=t", "panic=-1", "no_timer_check"}
 	if m.Kernel.Kind == kernel.KindSmall {
 		// No ACPI boots fastest; rtc=off costs ~1 s. pic=off would save a
 		// little more, but a VM restored from a snapshot then never gets
