@@ -40,6 +40,11 @@ func checkGit(args []arg) error {
 			a == "--literal-pathspecs" || a == "--no-replace-objects" || a == "--glob-pathspecs" ||
 			a == "--noglob-pathspecs" || a == "--icase-pathspecs":
 		case a == "-C":
+			// Literal, or a brace could expand to a second word that
+			// becomes the subcommand (or an alias).
+			if i+1 < len(args) && !args[i+1].static {
+				return errors.New("the directory after -C must be literal")
+			}
 			i++
 		case strings.HasPrefix(a, "-"):
 			return fmt.Errorf("global option %s is not allowed", a)
@@ -113,6 +118,9 @@ func gitBranch(args []arg) error {
 		// Some of these take an optional value; git only takes the next
 		// argument as one when it is not an option itself.
 		if valued[name] && !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1].text, "-") {
+			if !args[i+1].static {
+				return fmt.Errorf("the value of %s must be literal", a)
+			}
 			i++
 		}
 	}

@@ -197,6 +197,11 @@ func checkAwk(args []arg) error {
 		case a == "--":
 			i++
 		case a == "-F" || a == "-v":
+			// The value must be literal, or it could expand to several
+			// words and make one of them the program text.
+			if i+1 < len(args) && !args[i+1].static {
+				return fmt.Errorf("the value of %s must be literal", a)
+			}
 			i++
 			continue
 		case strings.HasPrefix(a, "-F") || strings.HasPrefix(a, "-v") ||

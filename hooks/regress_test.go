@@ -122,3 +122,21 @@ func TestRegressionPatternAcrossQuotes(t *testing.T) {
 		}
 	}
 }
+
+// A glob or brace in an option's value can expand to several words and
+// shift the operand that follows: sed -l 1{,'w out'} p runs the script
+// "1w out", awk -F x{,'{system("id")}'} runs the second word as program.
+func TestRegressionExpansionShiftsOperands(t *testing.T) {
+	for _, c := range []string{
+		`sed -l 1{,'w out'} p f`,
+		`sed --line-length 1{,'w out'} p f`,
+		`awk -F x{,'{system("id")}'} '{print}' f`,
+		`awk -v a=1{,'{system("id")}'} '{print}' f`,
+		`git -C a{,st} log`,
+		`git branch --sort x{,y} --list`,
+	} {
+		if CheckReadOnly(c) == nil {
+			t.Errorf("allowed %q", c)
+		}
+	}
+}

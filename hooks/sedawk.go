@@ -36,6 +36,9 @@ func checkSed(args []arg) error {
 			i = len(args)
 		case strings.HasPrefix(a, "--"):
 			name, val, hasVal := strings.Cut(a[2:], "=")
+			// A value taken from the next argument must be literal: a glob
+			// or brace there can expand to several words and shift the
+			// script operand (sed -l 1{,'w out'} p).
 			var match []int
 			for j, o := range sedLong {
 				if name != "" && strings.HasPrefix(o.name, name) {
@@ -56,8 +59,10 @@ func checkSed(args []arg) error {
 					return fmt.Errorf("option %s needs a value", a)
 				}
 				i++
+				if !args[i].static {
+					return fmt.Errorf("the value of %s must be literal", a)
+				}
 				val = args[i].text
-				hasVal = true
 			}
 			if o.name == "expression" {
 				if !args[i].static {
@@ -81,10 +86,10 @@ func checkSed(args []arg) error {
 						i++
 						valArg, val = args[i], args[i].text
 					}
+					if !valArg.static {
+						return fmt.Errorf("the value of -%c must be literal", a[k])
+					}
 					if a[k] == 'e' {
-						if !valArg.static {
-							return errors.New("the script must be literal")
-						}
 						scripts = append(scripts, val)
 						explicit = true
 					}

@@ -31,6 +31,11 @@ func FuzzCheckReadOnly(f *testing.F) {
 	for _, c := range readOnlyDenied {
 		f.Add(c)
 	}
+	// Expansions next to option values and operands.
+	for _, c := range []string{`sed -l 1{,x} p f`, `awk -F x{,y} '{print}' f`, `uniq a{,b}`, `git -C a{,b} log`,
+		`sed -n p ./*`, `find ./* -name x`, `awk ~- f`, `sort -k 1 ./*`} {
+		f.Add(c)
+	}
 	dir := f.TempDir()
 	for _, n := range evilNames {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte("x\n"), 0o644); err != nil {
