@@ -276,3 +276,21 @@ func BenchmarkAdversarial(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLine is the per-call cost on one short line (a task, a question,
+// one log line), clean and with a token.
+func BenchmarkLine(b *testing.B) {
+	secrets, _ := benchData()
+	r := benchRedactor(b, secrets)
+	for _, c := range []struct{ name, line string }{
+		{"clean", "--- FAIL: TestFlaky (0.31s) handler_test.go:88: timeout waiting for the server to start"},
+		{"token", "remote: https://x-access-token:" + secrets[0] + "@github.com/acme/app.git"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.String(c.line)
+			}
+		})
+	}
+}
