@@ -188,6 +188,40 @@ func tokenLike(t []byte) bool {
 	return upper >= 2
 }
 
+// jwtCheck: a JSON Web Token, header.payload.signature in base64url, both
+// JSON parts starting "eyJ" ({"). A JWT is a bearer credential wherever it
+// appears (a session cookie, an id_token in a URL, a log line).
+func jwtCheck(buf []byte, ts, te int, pre []byte, final bool) (int, int, verdict) {
+	if word[before(buf, ts, pre)] {
+		return 0, 0, none
+	}
+	e := te
+	for part := range 3 {
+		start := e
+		end, open := run(buf, e, tokenCh)
+		if open && !final {
+			return 0, 0, pending
+		}
+		if part == 2 {
+			return ts, end, found // the signature may be empty (alg "none")
+		}
+		if end-start < 8 || end == len(buf) || buf[end] != '.' {
+			return 0, 0, none
+		}
+		e = end + 1
+		if part == 0 {
+			// The payload is JSON too.
+			if n := min(len(buf)-e, 3); !final && n < 3 && string(buf[e:e+n]) == "eyJ"[:n] {
+				return 0, 0, pending
+			}
+			if !bytes.HasPrefix(buf[e:], []byte("eyJ")) {
+				return 0, 0, none
+			}
+		}
+	}
+	return 0, 0, none
+}
+
 // notIn returns the complement of a byte class.
 func notIn(t *[256]bool) *[256]bool {
 	var n [256]bool
@@ -483,6 +517,9 @@ var triggers = func() []trigger {
 	// sbx's own API keys (keys.TokenPrefix): sbx_<8 base62 id>_<32+ base62>.
 	add(tokenCheck(word, 41), "sbx_")
 	add(skCheck, "sk-")
+	add(tokenCheck(tokenCh, 16), "sk_live_", "sk_test_", "rk_live_") // Stripe
+	add(tokenCheck(tokenCh, 30), "AIza")                             // Google API keys
+	add(jwtCheck, "eyJ")
 	add(bearerCheck, "Bearer ", "bearer ", "BEARER ", "Basic ", "basic ")
 	add(urlCheck, "://")
 	for _, k := range []string{"PASSWORD", "PASSWD", "TOKEN", "SECRET", "API_KEY", "APIKEY", "ACCESS_KEY", "SECRET_KEY", "PRIVATE_KEY"} {
@@ -508,7 +545,7 @@ func triggerTexts() []string {
 
 // labels are the credential prefixes kept in a replacement, longest first,
 // so an operator sees what kind of credential leaked.
-var labels = []string{"github_pat_", "sk-ant-", "glpat-", "xoxa-", "xoxb-", "xoxp-", "xoxr-",
+var labels = []string{"github_pat_", "sk_live_", "sk_test_", "rk_live_", "sk-ant-", "glpat-", "xoxa-", "xoxb-", "xoxp-", "xoxr-", "AIza", "eyJ",
 	"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "npm_", "sbx_", "AKIA", "ASIA", "sk-"}
 
 // isRedacted reports whether v is already a replacement ("…", "ghp_…ABCD"),

@@ -62,12 +62,19 @@ var redactCases = []redactCase{
 	{"near url user only", "ssh://git@github.com:22/o/r and git@github.com:o/r.git", "ssh://git@github.com:22/o/r and git@github.com:o/r.git"},
 	{"near url empty password", "https://user:@host/", "https://user:@host/"},
 	// Bearer.
-	{"bearer jwt", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig0", "Authorization: Bearer …sig0"},
+	{"bearer jwt", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig0", "Authorization: Bearer eyJ…sig0"},
 	{"bearer lower", "authorization: bearer abcdef0123456789", "authorization: bearer …6789"},
 	{"near bearer prose", "the Bearer of bad news; Bearer authentication; Bearer tokens", "the Bearer of bad news; Bearer authentication; Bearer tokens"},
 	{"near bearer placeholder", "Bearer ${TOKEN} and Bearer <token>", "Bearer ${TOKEN} and Bearer <token>"},
 	{"basic auth", "Authorization: Basic eC1hY2Nlc3MtdG9rZW46Z2hwX2FiYw==", "Authorization: Basic …Yw=="},
 	{"near basic prose", "Basic usage: Basic authentication", "Basic usage: Basic authentication"},
+	// JWT, Stripe, Google.
+	{"jwt", "cookie session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U; Path=/",
+		"cookie session=eyJ…sR8U; Path=/"},
+	{"jwt unsigned", "id eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0. end", "id eyJ…In0. end"},
+	{"near jwt", "eyJ alone, eyJhbGciOiJIUzI1NiJ9 only a header, eyJhbGciOiJIUzI1NiJ9.notjson.x", "eyJ alone, eyJhbGciOiJIUzI1NiJ9 only a header, eyJhbGciOiJIUzI1NiJ9.notjson.x"},
+	{"stripe", "STRIPE sk_live_4eC39HqLyjWDarjtT1zdp7dc", "STRIPE sk_live_…p7dc"},
+	{"google", "key=AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI", "key=AIza…qsHI"},
 	// OpenAI / Anthropic.
 	{"sk", "key sk-proj-abcdefghijklmnopqrstuvwxyz0123", "key sk-…0123"},
 	{"sk-ant", "ANTHROPIC: sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123-XYZW", "ANTHROPIC: sk-ant-…XYZW"},
@@ -232,8 +239,8 @@ func TestStreamHoldsOnlyPossibleMatches(t *testing.T) {
 	if out.String() != "plain progress 10% key ghp_0123\n" {
 		t.Fatalf("known-secret prefix leaked: %q", out.String())
 	}
-	io.WriteString(w, "own-secret-value and more")
-	if want := "plain progress 10% key ghp_0123\n…alue and more"; out.String() != want {
+	io.WriteString(w, "own-secret-value and more.")
+	if want := "plain progress 10% key ghp_0123\n…alue and more."; out.String() != want {
 		t.Fatalf("out %q, want %q", out.String(), want)
 	}
 }
