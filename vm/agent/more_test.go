@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -479,5 +480,64 @@ func TestReadDirLarge(t *testing.T) {
 	}
 	if len(infos) != n || infos[0].Name != "file-00000-with-a-longish-name.txt" || infos[n-1].Name != fmt.Sprintf("file-%05d-with-a-longish-name.txt", n-1) {
 		t.Fatalf("got %d entries", len(infos))
+	}
+}
+
+func TestErrorKindsCrossTheWire(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		target error
+	}{
+		{unix.ENOENT, fs.ErrNotExist},
+		{unix.EACCES, fs.ErrPermission},
+		{unix.EPERM, fs.ErrPermission},
+		{unix.EEXIST, fs.ErrExist},
+		{fmt.Errorf("x: %w", ErrEscape), ErrEscape},
+		{fmt.Errorf("bad: %w", fs.ErrInvalid), fs.ErrInvalid},
+	} {
+		err := toWire(&fs.PathError{Op: "open", Path: "p", Err: tc.err}).err("stat", "p")
+		if !errors.Is(err, tc.target) {
+			t.Errorf("%v crossed as %v, not %v", tc.err, err, tc.target)
+		}
+		for _, other := range []error{fs.ErrNotExist, fs.ErrPermission, fs.ErrExist, ErrEscape} {
+			if other != tc.target && errors.Is(err, other) {
+				t.Errorf("%v also matches %v", tc.err, other)
+			}
+		}
+	}
+}
+
+// Bad input gets a one-line error naming the path, and loses nothing.
+func TestBadInputErrors(t *testing.T) {
+	c, root := newClient(t)
+	ctx := ctxT(t)
+	must(t, os.Mkdir(filepath.Join(root, "dir"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "dir", "keep"), []byte("k"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "file"), []byte("f"), 0o644))
+	_, errRead := c.ReadFile(ctx, "dir")
+	_, errExec := c.Exec(ctx, ExecRequest{})
+	_, errDir := c.Exec(ctx, ExecRequest{Argv: []string{"true"}, Dir: "file"})
+	for name, err := range map[string]error{
+		"write over a directory": c.WriteFile(ctx, "dir", 0, strings.NewReader("x")),
+		"read a directory":       errRead,
+		"mkdir over a file":      c.MkdirAll(ctx, "file/sub", 0),
+		"remove the root":        c.Remove(ctx, "/workspace"),
+		"empty argv":             errExec,
+		"exec dir is a file":     errDir,
+		"tar into a file":        c.TarIn(ctx, "file", mkTar(t)),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: multi-line error %q", name, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "dir", "keep")); err != nil || string(b) != "k" {
+		t.Fatalf("a refused call lost data: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "file")); string(b) != "f" {
+		t.Fatal("a refused call changed a file")
 	}
 }
