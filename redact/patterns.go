@@ -167,6 +167,9 @@ func bearerCheck(buf []byte, ts, te int, pre []byte, final bool) (int, int, verd
 	if open && !final {
 		return 0, 0, pending
 	}
+	for e > s && (buf[e-1] == '.' || buf[e-1] == ',') {
+		e-- // sentence punctuation, not token ("HTTP Basic Authentication.")
+	}
 	if e-s < 12 || !tokenLike(buf[s:e]) {
 		return 0, 0, none
 	}

@@ -67,7 +67,8 @@ var redactCases = []redactCase{
 	{"near bearer prose", "the Bearer of bad news; Bearer authentication; Bearer tokens", "the Bearer of bad news; Bearer authentication; Bearer tokens"},
 	{"near bearer placeholder", "Bearer ${TOKEN} and Bearer <token>", "Bearer ${TOKEN} and Bearer <token>"},
 	{"basic auth", "Authorization: Basic eC1hY2Nlc3MtdG9rZW46Z2hwX2FiYw==", "Authorization: Basic …Yw=="},
-	{"near basic prose", "Basic usage: Basic authentication", "Basic usage: Basic authentication"},
+	{"near basic prose", "Basic usage: Basic authentication; HTTP Basic Authentication.", "Basic usage: Basic authentication; HTTP Basic Authentication."},
+	{"bearer sentence end", "use Bearer abcdef0123456789.", "use Bearer …6789."},
 	// JWT, Stripe, Google.
 	{"jwt", "cookie session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U; Path=/",
 		"cookie session=eyJ…sR8U; Path=/"},
