@@ -38,8 +38,10 @@
 //     A stream is correct at any chunking: it holds back only bytes that
 //     could still begin a match, and emits them at the next line end, or at
 //     Close/EOF. A private-key body is swallowed as it arrives. Keep one
-//     Writer per stream for its whole life (not one per chunk): the held
-//     bytes and the key state live in it.
+//     Writer per stream for its whole life (not one per chunk or line): the
+//     held bytes and the key state live in it. Never redact a stream line by
+//     line with String: a private key spans lines, and a token split across
+//     two reads would pass.
 //   - Binary artifacts are served byte-exact. Call Contains first if the
 //     front should warn about or refuse a binary that holds a secret.
 //
