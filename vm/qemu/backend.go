@@ -6,6 +6,7 @@ package qemu
 import (
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -144,8 +145,11 @@ func buildInitramfs(ctx context.Context, dataDir, init string, k kernel.Kernel) 
 		}
 		init = exe
 	}
+	if err := checkStatic(init); err != nil {
+		return "", fmt.Errorf("qemu backend: %s cannot be a box's /init: %w (build sbx with CGO_ENABLED=0)", init, err)
+	}
 	opts := initramfs.Options{Init: init, Modules: k.Modules}
-	if bb, err := exec.LookPath("busybox"); err == nil {
+	if bb, err := exec.LookPath("busybox"); err == nil && checkStatic(bb) == nil {
 		opts.Busybox = bb
 	}
 	p, err := initramfs.Build(ctx, filepath.Join(dataDir, "initramfs"), opts)
@@ -153,6 +157,22 @@ func buildInitramfs(ctx context.Context, dataDir, init string, k kernel.Kernel) 
 		return "", fmt.Errorf("qemu backend: build initramfs from %s: %w", init, err)
 	}
 	return p, nil
+}
+
+// checkStatic fails for a binary that needs a dynamic loader: the
+// initramfs has no libc.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errors.New("dynamically linked")
+		}
+	}
+	return nil
 }
 
 // Initramfs returns the initramfs boxes boot.

@@ -256,3 +256,12 @@ func TestCreateBadImage(t *testing.T) {
 		}
 	}
 }
+
+// TestNewDynamicInit: a dynamically linked /init is refused with the fix.
+func TestNewDynamicInit(t *testing.T) {
+	k := testKernel(t)
+	_, err := New(context.Background(), Config{DataDir: t.TempDir(), Kernel: &k, Init: "/usr/bin/qemu-img", Accel: "tcg"})
+	if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Fatalf("dynamic init: %v", err)
+	}
+}
