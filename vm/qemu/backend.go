@@ -1,6 +1,13 @@
 // Package qemu is the vm.Backend that runs each box as a QEMU microvm on the
 // local host: one QEMU process per box in its own session, its QMP and agent
 // sockets and disks under <data>/boxes/<name>/ (see vm/README.md).
+//
+// Beyond the README's layout a box directory holds mem.ram (guest memory in
+// a shared file, so a sleep snapshot is only device state and a wake maps
+// the memory back) and console.log (the guest console: errors and panics).
+// Socket paths that would pass the 108-byte limit move to
+// <data>/run/<hash>/. <data>/accel.json caches the KVM probe verdict and
+// <data>/initramfs/ the generated initramfs.
 package qemu
 
 import (
