@@ -294,3 +294,18 @@ func BenchmarkLine(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriterByteByByte: a long undecided value written one byte per
+// Write (a slow or hostile writer). Held bytes are re-scanned only when they
+// double, so this stays linear.
+func BenchmarkWriterByteByByte(b *testing.B) {
+	r := benchRedactor(b, nil)
+	line := []byte("TOKEN=" + strings.Repeat("x", maxHold-16) + "\n")
+	measure(b, len(line), func() {
+		w := r.NewWriter(io.Discard)
+		for i := range line {
+			w.Write(line[i : i+1])
+		}
+		w.Close()
+	})
+}

@@ -420,3 +420,23 @@ func TestStreamErrors(t *testing.T) {
 		t.Fatalf("ReadAll = %q", got)
 	}
 }
+
+// TestRegressionByteByByteQuadratic: a long undecided value fed one byte
+// per Write was re-scanned whole on every Write (64 KiB took 5.6 s of CPU).
+// Held bytes are now re-scanned only when they double or a line ends.
+func TestRegressionByteByByteQuadratic(t *testing.T) {
+	r := testRedactor(t)
+	line := "TOKEN=" + strings.Repeat("x", maxHold-16) + "\n"
+	var out bytes.Buffer
+	w := r.NewWriter(&out)
+	for i := range len(line) {
+		w.Write([]byte(line[i : i+1]))
+	}
+	w.Close()
+	if want := "TOKEN=…xxxx\n"; out.String() != want {
+		t.Fatalf("got %q…", out.String()[:min(out.Len(), 40)])
+	}
+	if w.st.work > 8*len(line) {
+		t.Fatalf("scanned %d bytes for a %d-byte line", w.st.work, len(line))
+	}
+}

@@ -247,12 +247,24 @@ type stream struct {
 	inKey  bool   // inside a private-key body
 	keyLen int    // body bytes swallowed so far
 	keyNL  bool   // the body spans lines
-	sc     scratch
+	// scanned is how many bytes were held back after the last scan.
+	scanned int
+	// work counts the bytes scanned, for the linear-time regression test.
+	work int
+	sc   scratch
 }
 
 // feed appends p to the held-back input and appends to out everything that
 // is decided. With final set everything is decided and the stream is reset.
 func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
+	if n := len(st.buf) + len(p); !final && n < 2*st.scanned && n <= maxHold && !bytes.ContainsAny(p, "\n\r") {
+		// Bytes are held back and this small piece ends no line: do not
+		// re-scan yet. Re-scanning only when the held bytes have doubled (or
+		// a line ends, or maxHold is reached) keeps a stream fed one byte at
+		// a time linear; the latency promise (the next line end) holds.
+		st.buf = append(st.buf, p...)
+		return out
+	}
 	buf := p
 	if len(st.buf) > 0 {
 		st.buf = append(st.buf, p...)
@@ -294,6 +306,7 @@ func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
 			pre = pre[max(0, len(pre)-maxPre):]
 		}
 		rest := buf[pos:]
+		st.work += len(rest)
 		spans, hold, key := a.scan(rest, pre, final, false, &st.sc)
 		if key < 0 && !final && len(rest)-hold > maxHold {
 			spans, hold, key = a.scan(rest, pre, false, true, &st.sc)
@@ -337,7 +350,7 @@ func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
 		break
 	}
 	if final {
-		st.buf, st.pre, st.inKey = st.buf[:0], st.pre[:0], false
+		st.buf, st.pre, st.inKey, st.scanned = st.buf[:0], st.pre[:0], false, 0
 		return out
 	}
 	if pos > 0 {
@@ -346,6 +359,7 @@ func (st *stream) feed(a *automaton, out, p []byte, final bool) []byte {
 		st.pre = append(st.pre[:0], ctx[max(0, len(ctx)-maxPre):]...)
 	}
 	st.buf = append(st.buf[:0], buf[pos:]...)
+	st.scanned = len(st.buf)
 	return out
 }
 
