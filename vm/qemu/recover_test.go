@@ -265,3 +265,45 @@ func TestNewDynamicInit(t *testing.T) {
 		t.Fatalf("dynamic init: %v", err)
 	}
 }
+
+// TestLongName: a 128-character name passes the unix socket path limit by
+// moving its sockets under <data>/run/, and the box works.
+func TestLongName(t *testing.T) {
+	dir := t.TempDir()
+	k := testKernel(t)
+	be, err := New(context.Background(), Config{DataDir: dir, Kernel: &k, Init: testInit(t), Accel: "tcg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.New(context.Background(), vm.Config{Backend: be, BootTimeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	name := strings.Repeat("n", 128)
+	if _, err := m.Create(ctx, name, vm.Spec{WorkspaceMiB: 32}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Start(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Exec(ctx, name, agent.ExecRequest{Argv: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdin().Close()
+	if st, err := p.Wait(); err != nil || st.Code != 0 {
+		t.Fatalf("true: %+v %v", st, err)
+	}
+	runs, _ := filepath.Glob(filepath.Join(dir, "run", "*", agentSock))
+	if len(runs) != 1 {
+		t.Fatalf("agent socket not under run/: %v", runs)
+	}
+	if err := m.Destroy(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "run", "*")); len(left) != 0 {
+		t.Fatalf("destroy left %v", left)
+	}
+}
