@@ -127,6 +127,9 @@ var redactCases = []redactCase{
 	{"pem json escaped", `{"key":"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----\n"}`,
 		`{"key":"-----BEGIN PRIVATE KEY-----…-----END PRIVATE KEY-----\n"}`},
 	{"pem truncated", "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEI", "-----BEGIN EC PRIVATE KEY-----\n…\n"},
+	// Found by FuzzStream: the header's own bytes were not checked.
+	{"pem header holds a token", "-----BEGIN AKIAIOSFODNN7EXAMPLE PRIVATE KEY-----\nMII\n-----END PRIVATE KEY-----",
+		"-----BEGIN AKIA…MPLE PRIVATE KEY-----\n…\n-----END PRIVATE KEY-----"},
 	{"near pem public", "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmg\n-----END CERTIFICATE-----\n-----BEGIN PUBLIC KEY-----\nMFkw\n",
 		"-----BEGIN CERTIFICATE-----\nMIIBszCCAVmg\n-----END CERTIFICATE-----\n-----BEGIN PUBLIC KEY-----\nMFkw\n"},
 	// Known secrets.

@@ -142,8 +142,12 @@ func (a *automaton) scan(buf []byte, pre []byte, final, force bool, sc *scratch)
 	// it is redacted anyway, and checking "TOKEN=TOKEN=TOKEN=…" trigger by
 	// trigger would cost quadratic time.
 	last := span{-1, -1, -1}
+	keyTs := -1 // a private-key header found at buf[keyTs:key]
 	for _, h := range sc.hits {
 		i := h.i
+		if key >= 0 && i >= key {
+			break // the key body: swallowed, not text
+		}
 		if n := int(a.secret[h.st]); n > 0 && i+1-n < h.lim {
 			spans = append(spans, span{i + 1 - n, i + 1, i + 1 - n})
 		}
@@ -154,14 +158,13 @@ func (a *automaton) scan(buf []byte, pre []byte, final, force bool, sc *scratch)
 				continue
 			}
 			if tr.key {
+				if key >= 0 {
+					continue // a header inside the header
+				}
 				switch e, vd := keyHeader(buf, ts, te, decideAll); vd {
 				case found:
-					if hold < ts {
-						// Something before the header is undecided: wait
-						// for it, so the result never depends on chunking.
-						return spans, hold, -1
-					}
-					return spans, e, e
+					// Go on only to check the header's own bytes.
+					key, keyTs = e, ts
 				case pending:
 					hold = min(hold, ts)
 				}
@@ -177,6 +180,14 @@ func (a *automaton) scan(buf []byte, pre []byte, final, force bool, sc *scratch)
 				hold = min(hold, ts)
 			}
 		}
+	}
+	if key >= 0 {
+		if hold < key {
+			// Something before the body is undecided: wait for it, so the
+			// result never depends on chunking.
+			return spans, min(hold, keyTs), -1
+		}
+		return spans, key, key
 	}
 	if decideAll {
 		// The stream ends inside what may be a known secret: its prefix is
