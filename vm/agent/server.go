@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -61,6 +62,13 @@ const redialDelay = 10 * time.Millisecond
 
 // Serve answers the host until ctx ends: open the port, wait for a hello,
 // echo it, serve yamux until the connection breaks, repeat.
+//
+// A port that is a character device (the virtio-serial port) stays open
+// across host connections: closing it makes QEMU drop the host's socket, so
+// a host connecting while the guest reopens would be cut off. With no host
+// connected its reads return EOF at once; Serve then waits redialDelay
+// between reads instead of spinning. Other ports (sockets, pipes in tests)
+// are closed and reopened after each connection.
 func Serve(ctx context.Context, port PortOpener, opts ServerOptions) error {
 	s, err := newServer(opts)
 	if err != nil {
@@ -77,11 +85,64 @@ func Serve(ctx context.Context, port PortOpener, opts ServerOptions) error {
 			sleep(ctx, time.Second)
 			continue
 		}
-		s.serveConn(ctx, conn)
+		if f, ok := conn.(*os.File); ok && isCharDevice(f) {
+			stop := context.AfterFunc(ctx, func() { conn.Close() })
+			for ctx.Err() == nil {
+				_ = f.SetReadDeadline(time.Time{})
+				if err := s.serveConn(ctx, &persistentPort{ctx: ctx, c: f}); err != nil && !errors.Is(err, io.EOF) {
+					s.log.Warn("agent: port failed, reopening", "err", err)
+					break
+				}
+			}
+			stop()
+		} else {
+			_ = s.serveConn(ctx, conn)
+		}
 		conn.Close()
 		sleep(ctx, redialDelay)
 	}
 	return ctx.Err()
+}
+
+func isCharDevice(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// persistentPort is one host session on a port that stays open: until the
+// handshake is done an EOF means "no host yet" and is waited out; after it,
+// EOF means the host left and ends the session. Close does not close the port.
+type persistentPort struct {
+	ctx    context.Context
+	c      *os.File
+	joined atomic.Bool // the handshake is done
+	closed atomic.Bool
+}
+
+func (p *persistentPort) Read(b []byte) (int, error) {
+	for {
+		n, err := p.c.Read(b)
+		if p.closed.Load() {
+			return 0, io.EOF
+		}
+		if n > 0 || err != io.EOF || p.joined.Load() {
+			return n, err
+		}
+		sleep(p.ctx, redialDelay)
+		if err := p.ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (p *persistentPort) Write(b []byte) (int, error) { return p.c.Write(b) }
+
+// Close ends the session, not the port: a read still pending is woken by a
+// deadline (the next session clears it).
+func (p *persistentPort) Close() error {
+	p.closed.Store(true)
+	_ = p.c.SetReadDeadline(time.Now())
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -130,8 +191,9 @@ func newServer(opts ServerOptions) (*server, error) {
 
 func (s *server) close() { unix.Close(s.rootFD) }
 
-// serveConn runs one host connection to its end.
-func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) {
+// serveConn runs one host connection to its end. The error says why the
+// connection could not start; io.EOF when the host went away.
+func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	gc, err := guestHandshake(conn)
@@ -139,12 +201,15 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) {
 		if !errors.Is(err, io.EOF) && ctx.Err() == nil {
 			s.log.Debug("agent: handshake", "err", err)
 		}
-		return
+		return err
+	}
+	if pp, ok := conn.(*persistentPort); ok {
+		pp.joined.Store(true)
 	}
 	sess, err := yamux.Server(gc, yamuxConfig(false))
 	if err != nil {
 		s.log.Warn("agent: start yamux", "err", err)
-		return
+		return err
 	}
 	defer sess.Close()
 	s.log.Debug("agent: host connected")
@@ -156,7 +221,7 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) {
 		st, err := sess.AcceptStream()
 		if err != nil {
 			s.log.Debug("agent: host gone", "err", err)
-			return
+			return io.EOF
 		}
 		go func() {
 			defer st.Close()

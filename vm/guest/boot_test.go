@@ -50,7 +50,27 @@ type box struct {
 	console *syncBuffer
 	exited  chan error
 	client  *agent.Client
+	sock    string
 	booted  time.Duration // start to first agent reply
+}
+
+// reconnect drops the agent connection and makes a new one, as a gateway
+// restart does.
+func (b *box) reconnect(t testing.TB) {
+	t.Helper()
+	b.client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := net.Dial("unix", b.sock)
+	if err != nil {
+		t.Fatalf("redial: %v", err)
+	}
+	if b.client, err = agent.Connect(ctx, conn); err != nil {
+		t.Fatalf("reconnect: %v", err)
+	}
+	if _, err := b.client.Ping(ctx); err != nil {
+		t.Fatalf("ping after reconnect: %v", err)
+	}
 }
 
 type syncBuffer struct {
@@ -153,6 +173,7 @@ func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 		appendLine = append(appendLine, "tsc_early_khz="+strconv.Itoa(khz))
 	}
 	sock := filepath.Join(dir, "agent.sock")
+	b.sock = sock
 	args := []string{
 		"-M", mach, "-accel", "tcg", "-m", "256M", "-smp", "1",
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
@@ -405,14 +426,37 @@ func checkGuest(t *testing.T, b *box) {
 		t.Fatal(err)
 	}
 
-	// A file written through the agent survives a clean power-off.
+	// The guest takes a new host connection after the old one went away,
+	// and a process started before keeps running.
+	sleeper, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sleep", "300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		b.reconnect(t)
+	}
+	c = b.client
+	if out := b.run(t, "sh", "-c", fmt.Sprintf("kill -0 %d && echo alive", sleeper.PID())); out != "alive\n" {
+		t.Errorf("process across reconnects: %q", out)
+	}
+
+	// A file written through the agent survives a clean power-off, and the
+	// file system is clean even with a writer busy until the end.
 	want := fmt.Sprintf("written at %v\n", time.Now())
 	if err := c.WriteFile(ctx, "hello.txt", 0o644, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
+	busy, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sh", "-c", "while :; do echo x >> /workspace/busy; sleep 0.05; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Wait()
 	b.shutdown(t)
 	if got := debugfsCat(t, b.ws, "/hello.txt"); got != want {
 		t.Fatalf("workspace after power-off: %q, want %q", got, want)
+	}
+	if out, err := exec.Command("e2fsck", "-fn", b.ws).CombinedOutput(); err != nil {
+		t.Fatalf("workspace not clean after power-off: %v\n%s", err, out)
 	}
 }
 

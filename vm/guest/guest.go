@@ -416,8 +416,17 @@ func powerOff(log *slog.Logger) {
 	time.Sleep(100 * time.Millisecond)
 	_ = unix.Kill(-1, unix.SIGKILL)
 	unix.Sync()
+	// Killed processes release their files a moment after the signal:
+	// retry the unmount briefly, then settle for read-only.
 	for _, m := range []string{Workspace} {
-		if err := unix.Unmount(m, 0); err != nil {
+		var err error
+		for range 50 {
+			if err = unix.Unmount(m, 0); err != unix.EBUSY {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
 			_ = unix.Mount("", m, "", unix.MS_REMOUNT|unix.MS_RDONLY, "")
 		}
 	}
