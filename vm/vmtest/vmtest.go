@@ -5,6 +5,7 @@
 package vmtest
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -265,6 +266,90 @@ func Run(t *testing.T, s Setup) {
 		}
 		if err := m.Remove(ctx, box, "big.bin"); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("TarRoundTrip", func(t *testing.T) {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		files := map[string]string{"tree/a.txt": "alpha\n", "tree/sub/b.txt": "beta\n"}
+		for _, n := range []string{"tree/a.txt", "tree/sub/b.txt"} {
+			tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), Typeflag: tar.TypeReg})
+			tw.Write([]byte(files[n]))
+		}
+		tw.Close()
+		if err := m.TarIn(ctx, box, ".", &buf); err != nil {
+			t.Fatal(err)
+		}
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"cat", "/workspace/tree/sub/b.txt"}}, nil)
+		if r.stdout != "beta\n" {
+			t.Fatalf("after TarIn: %q", r.stdout)
+		}
+		rc, err := m.TarOut(ctx, box, "tree")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		got := map[string]string{}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Typeflag == tar.TypeReg {
+				b, _ := io.ReadAll(tr)
+				got[h.Name] = string(b)
+			}
+		}
+		for n, want := range files {
+			found := false
+			for g, c := range got {
+				if strings.HasSuffix(g, strings.TrimPrefix(n, "tree/")) && c == want {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("TarOut lacks %s=%q: %v", n, want, got)
+			}
+		}
+		var evil bytes.Buffer
+		tw = tar.NewWriter(&evil)
+		tw.WriteHeader(&tar.Header{Name: "../../etc/evil", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+		tw.Write([]byte("x"))
+		tw.Close()
+		if err := m.TarIn(ctx, box, ".", &evil); err == nil {
+			t.Errorf("TarIn accepted ../../etc/evil")
+		}
+		r = run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "test ! -e /etc/evil"}}, nil)
+		if r.status.Code != 0 {
+			t.Errorf("a tar entry escaped to /etc/evil")
+		}
+	})
+
+	t.Run("Watch", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		evs, err := m.Watch(wctx, box, "question.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "echo why > /workspace/question.txt"}}, nil)
+		for {
+			select {
+			case ev, ok := <-evs:
+				if !ok {
+					t.Fatal("watch ended without an event")
+				}
+				if ev.Kind == agent.Created || ev.Kind == agent.Changed {
+					return
+				}
+			case <-wctx.Done():
+				t.Fatal("no watch event for a created file")
+			}
 		}
 	})
 
