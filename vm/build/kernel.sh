@@ -5,6 +5,7 @@
 #   vm/build/kernel.sh build      build into the cache (if absent) and install
 #   vm/build/kernel.sh key        print the cache key (fragment + source version)
 #   vm/build/kernel.sh uptodate   exit 0 when the installed kernel matches the key
+#   vm/build/kernel.sh verify C   check that every kernel.config line survived into .config C
 #
 # Cache: ${SBX_CACHE:-$HOME/.cache/sbx}/kernel/<key>/{vmlinux,release}
 # Install: ${SBX_DATA:-./.sbx}/kernel/small/{vmlinux,release,config,key}
@@ -114,5 +115,6 @@ case ${1:-build} in
 build) build ;;
 key) key ;;
 uptodate) uptodate ;;
-*) die "usage: $0 build|key|uptodate" ;;
+verify) verify_config "${2:?usage: $0 verify CONFIG}" ;;
+*) die "usage: $0 build|key|uptodate|verify CONFIG" ;;
 esac
