@@ -344,7 +344,8 @@ type Process struct {
 	stdin     *yamux.Stream
 	stdout    *yamux.Stream
 	stderr    *yamux.Stream
-	ctlMu     sync.Mutex // serialises control frames
+	ctlMu     sync.Mutex // serialises control frames and guards acks
+	acks      map[uint64]chan *wireError
 	waitErr   error
 	exit      ExitStatus
 	done      chan struct{}
@@ -358,7 +359,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (*Process, error) {
 		return nil, errors.New("agent exec: empty argv")
 	}
 	id := c.nextID.Add(1)
-	p := &Process{c: c, id: id, done: make(chan struct{})}
+	p := &Process{c: c, id: id, done: make(chan struct{}), acks: map[uint64]chan *wireError{}}
 	open := func(fd int) (*yamux.Stream, error) {
 		st, err := c.sess.OpenStream()
 		if err != nil {
@@ -427,6 +428,13 @@ func (p *Process) waitLoop() {
 			p.exit = *rep.Exit
 			return
 		}
+		p.ctlMu.Lock()
+		ack := p.acks[rep.ID]
+		delete(p.acks, rep.ID)
+		p.ctlMu.Unlock()
+		if ack != nil {
+			ack <- rep.Err
+		}
 	}
 }
 
@@ -452,7 +460,8 @@ func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
 	return p.control(ctx, request{Op: opSignal, Signal: int(sig)})
 }
 
-// control frames are fire-and-forget: the guest acts on them in order.
+// control sends a resize or signal frame and waits until the guest has
+// applied it.
 func (p *Process) control(ctx context.Context, req request) error {
 	select {
 	case <-p.done:
@@ -463,12 +472,28 @@ func (p *Process) control(ctx context.Context, req request) error {
 		return err
 	}
 	req.ID = p.c.nextID.Add(1)
+	ack := make(chan *wireError, 1)
 	p.ctlMu.Lock()
-	defer p.ctlMu.Unlock()
-	if err := writeFrame(p.ctl, req); err != nil {
+	p.acks[req.ID] = ack
+	err := writeFrame(p.ctl, req)
+	p.ctlMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("agent %s pid %d: %w", req.Op, p.pid, err)
 	}
-	return nil
+	select {
+	case werr := <-ack:
+		return werr.err(req.Op, fmt.Sprint("pid ", p.pid))
+	case <-p.done:
+		// The process ended first; a signal that ended it was applied.
+		select {
+		case werr := <-ack:
+			return werr.err(req.Op, fmt.Sprint("pid ", p.pid))
+		default:
+			return fmt.Errorf("agent %s pid %d: process has exited", req.Op, p.pid)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Wait blocks until the process has exited and its output streams are

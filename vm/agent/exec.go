@@ -332,25 +332,42 @@ func (p *process) closeAll() {
 // run pumps the stdio streams, obeys control frames, and reports the exit.
 func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *slog.Logger) {
 	defer p.closeAll()
-	// Control frames: resize and signal, until the host closes ctl.
+	var ctlMu sync.Mutex // acks and the exit frame share ctl
+	send := func(rep reply) error {
+		ctlMu.Lock()
+		defer ctlMu.Unlock()
+		return writeFrame(ctl, rep)
+	}
+	// Control frames: resize and signal, until the host closes ctl. Each is
+	// acknowledged once applied, so a resize is in effect before the input
+	// the host sends after it.
 	go func() {
 		for {
 			var req request
 			if err := readFrame(ctl, &req); err != nil {
 				return
 			}
+			var err error
 			switch req.Op {
 			case opResize:
-				if p.tty != nil {
-					_ = pty.Setsize(p.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
+				if p.tty == nil {
+					err = fmt.Errorf("resize: process has no tty: %w", errInvalid)
+				} else {
+					err = pty.Setsize(p.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
 				}
 			case opSignal:
 				if p.gone.Load() {
-					continue // the pid may already belong to someone else
+					err = errors.New("signal: process has exited")
+					break // the pid may already belong to someone else
 				}
-				if err := unix.Kill(-p.pid, unix.Signal(req.Signal)); err != nil {
-					_ = unix.Kill(p.pid, unix.Signal(req.Signal))
+				if err = unix.Kill(-p.pid, unix.Signal(req.Signal)); err != nil {
+					err = unix.Kill(p.pid, unix.Signal(req.Signal))
 				}
+			default:
+				err = fmt.Errorf("unknown control op %q: %w", req.Op, errInvalid)
+			}
+			if send(reply{ID: req.ID, Err: toWire(err)}) != nil {
+				return
 			}
 		}
 	}()
@@ -409,7 +426,7 @@ wait:
 	if ws.Signaled() {
 		exit = ExitStatus{Code: -1, Signal: unix.SignalName(ws.Signal())}
 	}
-	if err := writeFrame(ctl, reply{ID: id, Exit: &exit}); err != nil {
+	if err := send(reply{ID: id, Exit: &exit}); err != nil {
 		log.Debug("agent: send exit", "pid", p.pid, "err", err)
 	}
 }

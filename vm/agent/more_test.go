@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -540,4 +541,43 @@ func TestBadInputErrors(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "file")); string(b) != "f" {
 		t.Fatal("a refused call changed a file")
 	}
+}
+
+// Regression (seen in the conformance suite under load): Resize returned
+// before the guest applied it, so input sent right after could run at the
+// old size. Resize now waits for the guest's acknowledgement.
+func TestResizeAppliedBeforeLaterInput(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := ctxT(t)
+	for i := range 10 {
+		p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sh"}, TTY: true, Rows: 24, Cols: 80})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &syncBuffer{}
+		copied := make(chan struct{})
+		go func() { io.Copy(out, p.Stdout()); close(copied) }()
+		rows, cols := uint16(40+i), uint16(100+i)
+		if err := p.Resize(ctx, rows, cols); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(p.Stdin(), "stty size; exit\n")
+		if st, err := p.Wait(); err != nil || st.Code != 0 {
+			t.Fatalf("%+v %v", st, err)
+		}
+		<-copied
+		if want := fmt.Sprintf("%d %d", rows, cols); !strings.Contains(out.String(), want) {
+			t.Fatalf("run %d: output %q lacks %q", i, out.String(), want)
+		}
+	}
+	// Without a tty a resize is refused, clearly.
+	p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sleep", "10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resize(ctx, 10, 10); !errors.Is(err, fs.ErrInvalid) {
+		t.Errorf("resize without a tty: %v", err)
+	}
+	p.Signal(ctx, syscall.SIGKILL)
+	p.Wait()
 }
