@@ -1,7 +1,8 @@
 // Package redact removes secrets from everything that leaves a box: the
 // exact secrets the gateway holds, matched in one Aho–Corasick pass, and
-// anything credential-shaped: GitHub, GitLab, npm, Slack, AWS, OpenAI and
-// Anthropic tokens, sbx API keys, Bearer and Basic credentials,
+// anything credential-shaped: GitHub, GitLab, npm, Slack, AWS, Stripe,
+// Google, OpenAI and Anthropic keys, sbx API keys, JWTs, Bearer and Basic
+// credentials,
 // user:password@ in URLs, PEM private-key blocks, and values assigned to a
 // key named *PASSWORD, *TOKEN, *SECRET, *API_KEY, *ACCESS_KEY (also lower
 // and camel case) in shell, env, query, JSON, escaped-JSON, INI and YAML
@@ -52,5 +53,8 @@
 // line. A value longer than 64 KiB with no line end is decided at that
 // point, and a private-key block with no END line is closed after 64 KiB, so
 // a stream never holds more than that. Encoded forms of a known secret
-// (base64, percent-encoding) are not matched unless credential-shaped.
+// (base64, percent-encoding) are not matched unless credential-shaped. The
+// matcher is a dense table of about 4 bytes × secret bytes × distinct bytes:
+// 9 MiB for 1,000 secrets of 40 bytes; a reload that would pass 256 MiB is
+// refused and the previous list kept.
 package redact
