@@ -1,5 +1,16 @@
 // Package vm manages the microVMs ("boxes") of one host: a Manager over a
 // Backend (QEMU today, Kubernetes later). It knows no owner, policy or front.
+//
+// Wiring, in the core:
+//
+//	be, err := qemu.New(ctx, qemu.Config{DataDir: dataDir}) // finds QEMU and the kernel, probes KVM, builds the initramfs from this binary
+//	m, err := vm.New(ctx, vm.Config{Backend: be, MaxBoxes: 20, MaxMemoryMiB: 16 << 10}) // re-adopts the boxes of a previous run
+//	defer m.Close() // boxes keep running; the next vm.New re-adopts them
+//	box, err := m.Create(ctx, "fix-flaky", vm.Spec{Image: "agent", MaxDuration: 2 * time.Hour})
+//	box, err = m.Start(ctx, "fix-flaky") // returns once the guest agent answers
+//	p, err := m.Exec(ctx, "fix-flaky", agent.ExecRequest{Argv: []string{"git", "status"}})
+//
+// Every method checks the box name with ValidName itself.
 package vm
 
 import (
