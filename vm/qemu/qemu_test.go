@@ -135,7 +135,7 @@ func TestArgs(t *testing.T) {
 		wantPair [2]string // flag followed by value
 	}{
 		{"small", small,
-			[]string{"microvm,x-option-roms=off,pit=on,pic=on,isa-serial=off,rtc=on,acpi=off", "tsc_early_khz=2000000", "nolapic_timer", "reboot=t", "no_timer_check", "-nodefaults", "-no-user-config", "serial=sbx-workspace", "name=sbx.agent"},
+			[]string{"microvm,x-option-roms=off,pit=on,pic=on,isa-serial=off,rtc=on,acpi=off", "tsc_early_khz=2000000", "nolapic_timer", "reboot=t", "no_timer_check", "-nodefaults", "-sandbox on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny", "-no-user-config", "serial=sbx-workspace", "name=sbx.agent"},
 			[]string{"-netdev", "-device virtio-net", "sbx.modules", "sbx-root", "-incoming"},
 			[2]string{"-accel", "tcg,tb-size=32"}},
 		{"stock", stock,
