@@ -34,10 +34,13 @@ const (
 type Spec struct {
 	// Image is the root filesystem: "" boots the tiny initramfs only, "agent"
 	// the Debian agent image (booted read-only under a per-box overlay).
-	Image        string        `json:"image,omitempty"`
-	MemoryMiB    int           `json:"memory_mib"`
-	VCPUs        int           `json:"vcpus"`
-	MaxDuration  time.Duration `json:"max_duration,omitempty"` // 0 = no limit
+	Image     string `json:"image,omitempty"`
+	MemoryMiB int    `json:"memory_mib"`
+	VCPUs     int    `json:"vcpus"`
+	// MaxDuration is wall time from the first start, sleeps and gateway
+	// restarts included; then the machine is killed and the box fails.
+	// 0 = no limit.
+	MaxDuration  time.Duration `json:"max_duration,omitempty"`
 	WorkspaceMiB int           `json:"workspace_mib"`
 }
 
