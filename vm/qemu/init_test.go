@@ -37,6 +37,9 @@ func testInit(tb testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(gatewayHelperEnv) != "" {
+		os.Exit(gatewayHelper())
+	}
 	code := m.Run()
 	if guestInit.path != "" {
 		os.RemoveAll(filepath.Dir(guestInit.path))
