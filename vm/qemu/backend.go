@@ -470,7 +470,19 @@ func (b *Backend) Sleep(ctx context.Context, name string) error {
 			return fmt.Errorf("sleep %q: %w", name, err)
 		}
 	}
-	if err := q.migrateTo(ctx, "exec:cat > "+shellQuote(tmp)); err != nil {
+	// The file goes to QEMU as a descriptor: QEMU never spawns a shell
+	// and runs with spawning denied by its seccomp filter.
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		q.run(context.WithoutCancel(ctx), "cont", nil)
+		return fmt.Errorf("sleep %q: %w", name, err)
+	}
+	err = q.passFD(ctx, "snapshot", out)
+	out.Close()
+	if err == nil {
+		err = q.migrateTo(ctx, "fd:snapshot")
+	}
+	if err != nil {
 		os.Remove(tmp)
 		q.run(context.WithoutCancel(ctx), "cont", nil)
 		return fmt.Errorf("sleep %q: save memory: %w", name, err)
@@ -593,7 +605,16 @@ func (b *Backend) restore(ctx context.Context, bx *box, snap string) error {
 			return fail(err)
 		}
 	}
-	if _, err := q.run(ctx, "migrate-incoming", map[string]any{"uri": "exec:cat " + shellQuote(snap)}); err != nil {
+	in, err := os.Open(snap)
+	if err != nil {
+		return fail(err)
+	}
+	err = q.passFD(ctx, "snapshot", in)
+	in.Close()
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := q.run(ctx, "migrate-incoming", map[string]any{"uri": "fd:snapshot"}); err != nil {
 		return fail(err)
 	}
 	if err := q.waitIncoming(ctx); err != nil {

@@ -95,9 +95,9 @@ func (m machine) args() []string {
 		"-m", fmt.Sprintf("%dM", m.MemoryMiB),
 		"-smp", fmt.Sprint(vcpus),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		// seccomp: a guest that breaks into QEMU meets a filter. spawn
-		// stays allowed: snapshots are written and read through exec:cat.
-		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny",
+		// seccomp: a guest that breaks into QEMU meets a filter and cannot
+		// start programs (snapshot files are passed in as descriptors).
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 		"-kernel", m.Kernel.Path,
 		"-append", strings.Join(appendLine, " "),
 		"-qmp", "unix:" + filepath.Join(m.SockDir, qmpSock) + ",server=on,wait=off",
@@ -158,8 +158,3 @@ func accelArg(accel string) string {
 
 // tcgCacheMiB is the TCG translation cache per box.
 const tcgCacheMiB = 32
-
-// shellQuote quotes s for /bin/sh (QEMU runs exec: URIs through it).
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // qmp is a minimal QEMU Machine Protocol client: one command at a time,
@@ -62,6 +65,18 @@ func (e *qmpError) Error() string { return e.Class + ": " + e.Desc }
 
 // run executes one command and returns its "return" value.
 func (q *qmp) run(ctx context.Context, cmd string, args any) (json.RawMessage, error) {
+	return q.runFD(ctx, cmd, args, -1)
+}
+
+// passFD hands QEMU an open file under name (QMP getfd), for "fd:name"
+// migration URIs. QEMU keeps its own copy; the caller closes f.
+func (q *qmp) passFD(ctx context.Context, name string, f *os.File) error {
+	_, err := q.runFD(ctx, "getfd", map[string]any{"fdname": name}, int(f.Fd()))
+	return err
+}
+
+// runFD is run, with fd (unless -1) sent alongside the command.
+func (q *qmp) runFD(ctx context.Context, cmd string, args any, fd int) (json.RawMessage, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.id++
@@ -80,7 +95,15 @@ func (q *qmp) run(ctx context.Context, cmd string, args any) (json.RawMessage, e
 		q.conn.SetDeadline(time.Now().Add(30 * time.Second))
 	}
 	defer q.conn.SetDeadline(time.Time{})
-	if _, err := q.conn.Write(append(b, '\n')); err != nil {
+	if fd >= 0 {
+		uc, ok := q.conn.(*net.UnixConn)
+		if !ok {
+			return nil, fmt.Errorf("qmp %s: cannot pass a file over %T", cmd, q.conn)
+		}
+		if _, _, err := uc.WriteMsgUnix(append(b, '\n'), unix.UnixRights(fd), nil); err != nil {
+			return nil, fmt.Errorf("qmp %s: %w", cmd, err)
+		}
+	} else if _, err := q.conn.Write(append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("qmp %s: %w", cmd, err)
 	}
 	for {
