@@ -130,18 +130,23 @@ func run(ctx context.Context, t *testing.T, m *vm.Manager, name string, argv []s
 	return out.String(), errb.String(), status
 }
 
-// projectDataDir is where `go tool task image` installs: $SBX_DATA, else
-// .sbx at the module root.
+// projectDataDir is where `go tool task image` installs: $SBX_DATA (relative
+// to the module root), else .sbx at the module root.
 func projectDataDir(t *testing.T) string {
-	if d := os.Getenv("SBX_DATA"); d != "" {
-		return d
-	}
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			// The tasks run at the module root, so a relative SBX_DATA is
+			// relative to it, not to the test's package directory.
+			if d := os.Getenv("SBX_DATA"); d != "" {
+				if filepath.IsAbs(d) {
+					return d
+				}
+				return filepath.Join(dir, d)
+			}
 			return filepath.Join(dir, ".sbx")
 		}
 		parent := filepath.Dir(dir)

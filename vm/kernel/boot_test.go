@@ -236,18 +236,23 @@ func BenchmarkBoot(b *testing.B) {
 	}
 }
 
-// projectDataDir is where `go tool task kernel` installs: $SBX_DATA, else
-// .sbx at the module root.
+// projectDataDir is where `go tool task kernel` installs: $SBX_DATA (relative
+// to the module root), else .sbx at the module root.
 func projectDataDir(t testing.TB) string {
-	if d := os.Getenv("SBX_DATA"); d != "" {
-		return d
-	}
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			// The tasks run at the module root, so a relative SBX_DATA is
+			// relative to it, not to the test's package directory.
+			if d := os.Getenv("SBX_DATA"); d != "" {
+				if filepath.IsAbs(d) {
+					return d
+				}
+				return filepath.Join(dir, d)
+			}
 			return filepath.Join(dir, ".sbx")
 		}
 		parent := filepath.Dir(dir)
