@@ -100,7 +100,12 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 	} {
 		stdout, stderr, status := run(ctx, t, m, name, tc.argv)
 		if status != "0" || !strings.Contains(stdout, tc.want) {
-			t.Errorf("%v: exit %s, stdout %q, stderr %q; want exit 0 and %q", tc.argv, status, stdout, stderr, tc.want)
+			hint := ""
+			if status == "signal SIGILL" {
+				// Claude Code's native binary needs AVX2; QEMU's default TCG CPU lacks it.
+				hint = " (the guest CPU lacks an instruction: under TCG QEMU needs -cpu max)"
+			}
+			t.Errorf("%v: exit %s%s, stdout %q, stderr %q; want exit 0 and %q", tc.argv, status, hint, stdout, stderr, tc.want)
 		} else {
 			t.Logf("%v: %s", tc.argv, strings.TrimSpace(stdout))
 		}
