@@ -149,7 +149,7 @@ func (l *Log) Line(ctx context.Context, e Entry) {
 		slog.String("addr", e.Addr),
 		slog.String("result", e.Result),
 		slog.String("detail", e.Detail),
-		slog.Time("time", e.Time),
+		slog.Time("at", e.Time),
 	)
 }
 
