@@ -107,17 +107,24 @@ func Clean(e Entry) Entry {
 }
 
 func clean(s string, max int) string {
+	s = Printable(s)
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "..."
+	}
+	return s
+}
+
+// Printable replaces control characters (terminal escapes would reach whoever
+// lists the text over SSH) and invalid UTF-8 with '?'. Untrusted text shown
+// on a terminal goes through it.
+func Printable(s string) string {
 	s = strings.ToValidUTF8(s, "?")
-	s = strings.Map(func(r rune) rune {
+	return strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return '?'
 		}
 		return r
 	}, s)
-	if len(s) > max {
-		s = strings.ToValidUTF8(s[:max], "") + "..."
-	}
-	return s
 }
 
 func (l *Log) normalize(e Entry) Entry {

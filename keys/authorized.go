@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/ssh"
+
+	"sbx.dev/sbx/audit"
 )
 
 // Limits on authorized_keys text, so one paste cannot make us parse megabytes.
@@ -138,13 +140,7 @@ const maxComment = 256
 // whoever lists the keys over SSH) and invalid UTF-8 with '?', and bounds the
 // length.
 func cleanComment(c string) string {
-	c = strings.ToValidUTF8(c, "?")
-	c = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, c)
+	c = audit.Printable(c)
 	if len(c) > maxComment {
 		c = strings.ToValidUTF8(c[:maxComment], "")
 	}
