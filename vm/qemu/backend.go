@@ -632,15 +632,21 @@ func (b *Backend) Kill(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if err := b.stop(bx); err != nil {
+		return err
+	}
+	return b.clearPID(bx)
+}
+
+// stop ends the box's QEMU process, if it has one.
+func (b *Backend) stop(bx *box) error {
 	b.mu.Lock()
 	p := bx.proc
 	b.mu.Unlock()
-	if p != nil {
-		if err := p.kill(10 * time.Second); err != nil {
-			return err
-		}
+	if p == nil {
+		return nil
 	}
-	return b.clearPID(bx)
+	return p.kill(10 * time.Second)
 }
 
 // Destroy ends the machine and removes the box's directory.
@@ -649,13 +655,8 @@ func (b *Backend) Destroy(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	p := bx.proc
-	b.mu.Unlock()
-	if p != nil {
-		if err := p.kill(10 * time.Second); err != nil {
-			return err
-		}
+	if err := b.stop(bx); err != nil {
+		return err
 	}
 	if bx.rec.SockDir != "" && bx.rec.SockDir != bx.dir {
 		os.RemoveAll(bx.rec.SockDir)
