@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,7 +43,10 @@ func isInitName(args []string) bool { return len(args) > 0 && args[0] == "/init"
 
 // Main runs the guest init. It only returns if powering off failed.
 func Main() int {
-	console := openConsole()
+	// First, before anything can fail: a Go fatal error is written by the
+	// runtime straight to fd 2, which is /dev/null when the kernel could
+	// not open a console for init.
+	console := attachConsole()
 	log := slog.New(slog.NewTextHandler(console, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
 	err := run(ctx, console, &log) // returns only on a fatal error
@@ -52,12 +56,88 @@ func Main() int {
 	return 1
 }
 
-// openConsole is init's stdout (the kernel opened /dev/console for it).
-func openConsole() io.Writer {
-	if f, err := os.OpenFile("/dev/console", os.O_WRONLY, 0); err == nil {
-		return f
+// Console device numbers (devices.txt: 5,1 is /dev/console).
+const consoleMajor, consoleMinor = 5, 1
+
+// attachConsole makes /dev/console init's stdout and stderr and returns it
+// as the log's writer. The kernel opens /dev/console for init only if a
+// console exists when init starts; hvc0 (a virtio-serial port) may be
+// announced a moment later, and the stock kernel loads it as a module. So
+// when the console is not there yet, keep trying in the background until
+// it is (the returned writer drops what is logged before).
+func attachConsole() io.Writer {
+	c := &lateConsole{}
+	if f, err := openConsole(); err == nil {
+		c.set(f)
+		return c
 	}
-	return os.Stderr
+	go func() {
+		for range 6000 { // 30 s: longer than any boot
+			time.Sleep(5 * time.Millisecond)
+			if f, err := openConsole(); err == nil {
+				c.set(f)
+				return
+			}
+		}
+	}()
+	return c
+}
+
+// openConsole opens /dev/console (creating the node when neither the
+// initramfs nor devtmpfs has it) and puts it on fds 0-2 where those are
+// the runtime's /dev/null stand-ins or closed.
+func openConsole() (*os.File, error) {
+	const dev = "/dev/console"
+	f, err := os.OpenFile(dev, os.O_RDWR|unix.O_NOCTTY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		_ = os.MkdirAll("/dev", 0o755)
+		if err := unix.Mknod(dev, unix.S_IFCHR|0o600, int(unix.Mkdev(consoleMajor, consoleMinor))); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("mknod %s: %w", dev, err)
+		}
+		f, err = os.OpenFile(dev, os.O_RDWR|unix.O_NOCTTY, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dev, err)
+	}
+	for fd := 0; fd <= 2; fd++ {
+		if replaceableFD(fd) {
+			_ = unix.Dup3(int(f.Fd()), fd, 0)
+		}
+	}
+	return f, nil
+}
+
+// replaceableFD reports whether fd is closed or /dev/null (what the Go
+// runtime opens for a closed standard fd at start). /proc may not be
+// mounted yet, so compare device numbers instead of reading links.
+func replaceableFD(fd int) bool {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return true
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3
+}
+
+// lateConsole is a writer whose file may arrive after the first writes.
+type lateConsole struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (c *lateConsole) set(f *os.File) {
+	c.mu.Lock()
+	c.f = f
+	c.mu.Unlock()
+}
+
+func (c *lateConsole) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	f := c.f
+	c.mu.Unlock()
+	if f == nil {
+		return len(p), nil
+	}
+	return f.Write(p)
 }
 
 // Cmdline is what the init reads from the kernel command line.
@@ -100,22 +180,6 @@ func run(ctx context.Context, console io.Writer, logp **slog.Logger) error {
 
 	if err := loadModules(log, "/lib/modules", cmd.Modules); err != nil {
 		return err
-	}
-	// With the stock kernel hvc0 exists only now (virtio_console is a
-	// module): reopen the console for the log and for Go's own crash output.
-	if len(cmd.Modules) > 0 {
-		if f, err := os.OpenFile("/dev/console", os.O_RDWR, 0); err == nil {
-			for fd := 0; fd <= 2; fd++ {
-				// Only replace the runtime's /dev/null stand-ins (or a
-				// closed fd), never a file something else opened.
-				if t, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || t == "/dev/null" {
-					_ = unix.Dup2(int(f.Fd()), fd)
-				}
-			}
-			console = f
-			log = newLogger(console, cmd.Debug)
-			*logp = log
-		}
 	}
 	disks, err := findDisks(2*time.Second, WorkspaceSerial)
 	if err != nil {
