@@ -1,5 +1,5 @@
-// Package sshd is the gateway's SSH front (charmbracelet/ssh through wish
-// v1.4.7): public-key auth only, the user resolved after authentication from
+// Package sshd is the gateway's SSH front (wish v1.4.7 over
+// charmbracelet/ssh): public-key auth only, the user resolved after authentication from
 // the key the session really used, handshake and idle deadlines, a recover
 // around every connection and session, only session channels with a short
 // list of requests, the shared auth throttle before the handshake, and the
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/ssh"
+	"github.com/charmbracelet/wish"
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
@@ -110,25 +111,47 @@ func New(o Options) (*Server, error) {
 		o.MaxSessionsPerUser = 16
 	}
 	s := &Server{Options: o, sessions: map[string]int{}, channels: map[string]*resizes{}, live: map[net.Conn]struct{}{}}
-	s.srv = &ssh.Server{
-		Version:          "sbx",
-		Handler:          s.handle,
-		PublicKeyHandler: s.knownKey,
-		ConnCallback:     s.admit,
-		// Only session channels; no direct-tcpip, forwarded-tcpip, x11 or
-		// auth-agent channels, and no global requests (tcpip-forward).
-		ChannelHandlers:   map[string]ssh.ChannelHandler{"session": s.session},
-		RequestHandlers:   map[string]ssh.RequestHandler{},
-		SubsystemHandlers: map[string]ssh.SubsystemHandler{},
-		ServerConfigCallback: func(ssh.Context) *gossh.ServerConfig {
-			return &gossh.ServerConfig{MaxAuthTries: maxAuthTries}
-		},
-		ConnectionFailedCallback: func(conn net.Conn, err error) {
-			s.Logger.Debug("ssh connection failed", "remote", conn.RemoteAddr().String(), "err", err)
-		},
+	srv, err := wish.NewServer(
+		wish.WithVersion("sbx"),
+		withHostKey(o.HostKey),
+		wish.WithPublicKeyAuth(s.knownKey),
+		ssh.WrapConn(s.admit),
+		s.onlySessions(),
+		wish.WithMiddleware(s.middlewares()...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("sshd: build server: %w", err)
 	}
-	s.srv.AddHostKey(o.HostKey)
+	s.srv = srv
 	return s, nil
+}
+
+// withHostKey serves signer as the host key. wish has options only for key
+// files and PEM; the gateway loads and keeps its key itself.
+func withHostKey(signer gossh.Signer) ssh.Option {
+	return func(srv *ssh.Server) error {
+		srv.AddHostKey(signer)
+		return nil
+	}
+}
+
+// onlySessions allows session channels and nothing else: no direct-tcpip,
+// forwarded-tcpip, x11 or auth-agent channels, no global requests
+// (tcpip-forward) and no subsystems yet. Session requests go through the
+// allow-list in filteredChannel.
+func (s *Server) onlySessions() ssh.Option {
+	return func(srv *ssh.Server) error {
+		srv.ChannelHandlers = map[string]ssh.ChannelHandler{"session": s.session}
+		srv.RequestHandlers = map[string]ssh.RequestHandler{}
+		srv.SubsystemHandlers = map[string]ssh.SubsystemHandler{}
+		srv.ServerConfigCallback = func(ssh.Context) *gossh.ServerConfig {
+			return &gossh.ServerConfig{MaxAuthTries: maxAuthTries}
+		}
+		srv.ConnectionFailedCallback = func(conn net.Conn, err error) {
+			s.Logger.Debug("ssh connection failed", "remote", conn.RemoteAddr().String(), "err", err)
+		}
+		return nil
+	}
 }
 
 // Serve accepts connections on ln until Shutdown. It runs its own accept

@@ -2,79 +2,15 @@ package sshd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"runtime/debug"
 	"strconv"
 
 	"github.com/charmbracelet/ssh"
 	"github.com/spf13/cobra"
 
-	"sbx.dev/sbx/gateway/metrics"
 	"sbx.dev/sbx/keys"
 )
-
-// handle runs one session: recover, resolve the user from the key that
-// really authenticated, enforce the per-user session cap, then run the
-// command (or the PTY banner).
-func (s *Server) handle(sess ssh.Session) {
-	remote := sess.RemoteAddr().String()
-	defer func() {
-		if v := recover(); v != nil {
-			s.Logger.Error("ssh session panic", "remote", remote, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			fmt.Fprintln(sess.Stderr(), "error: internal error")
-			_ = sess.Exit(1)
-		}
-	}()
-
-	pk := sess.PublicKey()
-	if pk == nil {
-		fmt.Fprintln(sess.Stderr(), "error: permission denied")
-		_ = sess.Exit(1)
-		return
-	}
-	user, err := s.Identity.UserByPublicKey(sess.Context(), pk)
-	if err != nil {
-		s.Metrics.Auth("ssh", metrics.ResultFail)
-		s.Logger.Info("ssh session refused", "remote", remote, "err", err)
-		msg := "permission denied"
-		if errors.Is(err, keys.ErrDisabled) {
-			msg = keys.ErrDisabled.Error()
-		}
-		fmt.Fprintln(sess.Stderr(), "error: "+msg)
-		_ = sess.Exit(1)
-		return
-	}
-	s.Metrics.Auth("ssh", metrics.ResultOK)
-
-	release, ok := s.acquire(user.Name)
-	if !ok {
-		fmt.Fprintf(sess.Stderr(), "error: too many sessions for %s (limit %d)\n", user.Name, s.MaxSessionsPerUser)
-		_ = sess.Exit(1)
-		return
-	}
-	defer release()
-	s.Metrics.SessionStarted()
-	defer s.Metrics.SessionEnded()
-
-	log := s.Logger.With("user", user.Name, "remote", remote)
-	log.Info("ssh session", "command", sess.Command())
-	c := &call{
-		srv:   s,
-		sess:  sess,
-		user:  user,
-		actor: keys.Actor{User: user.Name, Role: user.Role, Front: "ssh", Addr: clientOf(sess.RemoteAddr())},
-	}
-	if len(sess.Command()) == 0 {
-		// The fleet TUI replaces this banner.
-		fmt.Fprintf(sess, "sbx: signed in as %s (%s). The fleet TUI comes with the ssh issue; try `%s help`.\r\n",
-			user.Name, user.Role, c.usagePrefix())
-		_ = sess.Exit(0)
-		return
-	}
-	_ = sess.Exit(c.run(sess.Context(), sess.Command()))
-}
 
 // acquire counts a session against the user's cap.
 func (s *Server) acquire(user string) (release func(), ok bool) {
