@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/wish"
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
@@ -47,6 +49,13 @@ func authorized(s gossh.Signer) string { return string(gossh.MarshalAuthorizedKe
 
 func start(t testing.TB, attempts int) *fixture {
 	t.Helper()
+	return startWith(t, attempts, nil)
+}
+
+// startWith is start with a hook that may change the server before it
+// serves (a different middleware chain).
+func startWith(t testing.TB, attempts int, adjust func(*Server)) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"))
 	if err != nil {
@@ -73,6 +82,9 @@ func start(t testing.TB, attempts int) *fixture {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if adjust != nil {
+		adjust(srv)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -233,6 +245,72 @@ func TestPanicKeepsServing(t *testing.T) {
 		t.Fatalf("after panic, new connection: %v", err)
 	}
 	c2.Close()
+}
+
+// TestMiddlewaresFailClosed: a chain that lost userMiddleware must refuse,
+// not run commands for nobody.
+func TestMiddlewaresFailClosed(t *testing.T) {
+	chains := map[string]func(*Server) []wish.Middleware{
+		"command only": func(s *Server) []wish.Middleware {
+			return []wish.Middleware{s.recoverMiddleware(s.commandMiddleware)}
+		},
+		"cap without user": func(s *Server) []wish.Middleware {
+			return []wish.Middleware{s.recoverMiddleware(s.commandMiddleware, s.sessionCapMiddleware)}
+		},
+	}
+	for name, chain := range chains {
+		t.Run(name, func(t *testing.T) {
+			f := startWith(t, 20, func(s *Server) {
+				if err := s.srv.SetOption(wish.WithMiddleware(chain(s)...)); err != nil {
+					t.Fatal(err)
+				}
+			})
+			c, err := f.dial(gossh.PublicKeys(f.admin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			out, stderr, err := run(t, c, "whoami")
+			var exit *gossh.ExitError
+			if !errors.As(err, &exit) || exit.ExitStatus() != 1 || stderr != "error: permission denied\n" || out != "" {
+				t.Fatalf("whoami without a resolved user: err %v stdout %q stderr %q", err, out, stderr)
+			}
+		})
+	}
+}
+
+// TestSessionsShareConnection: sessions multiplexed on one connection share
+// the library's context; each must still run as the key's user, and the cap
+// counts each of them.
+func TestSessionsShareConnection(t *testing.T) {
+	f := start(t, 20)
+	c, err := f.dial(gossh.PublicKeys(f.op))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			sess, err := c.NewSession()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer sess.Close()
+			out, err := sess.Output("whoami --json")
+			if err == nil && !strings.Contains(string(out), `"user": "bob"`) {
+				err = fmt.Errorf("whoami: %q", out)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 func TestThrottleRefusesBeforeHandshake(t *testing.T) {
