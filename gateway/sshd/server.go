@@ -1,9 +1,10 @@
 // Package sshd is the gateway's SSH front (wish v1.4.7 over
-// charmbracelet/ssh): public-key auth only, the user resolved after authentication from
-// the key the session really used, handshake and idle deadlines, a recover
-// around every connection and session, only session channels with a short
-// list of requests, the shared auth throttle before the handshake, and the
-// commands run through a fresh cobra root per session.
+// charmbracelet/ssh): public-key auth only, the user resolved after
+// authentication from the key the session really used, handshake and idle
+// deadlines, a recover around every connection and session, only session
+// channels with a short list of requests, the shared auth throttle before
+// the handshake, and the commands run through a fresh cobra root per session.
+// Sessions run through a wish middleware chain (middleware.go).
 package sshd
 
 import (
@@ -117,6 +118,11 @@ func New(o Options) (*Server, error) {
 		wish.WithPublicKeyAuth(s.knownKey),
 		ssh.WrapConn(s.admit),
 		s.onlySessions(),
+		withMaxAuthTries(maxAuthTries),
+		ssh.Option(func(srv *ssh.Server) error {
+			srv.ConnectionFailedCallback = s.connectionFailed
+			return nil
+		}),
 		wish.WithMiddleware(s.middlewares()...),
 	)
 	if err != nil {
@@ -144,14 +150,22 @@ func (s *Server) onlySessions() ssh.Option {
 		srv.ChannelHandlers = map[string]ssh.ChannelHandler{"session": s.session}
 		srv.RequestHandlers = map[string]ssh.RequestHandler{}
 		srv.SubsystemHandlers = map[string]ssh.SubsystemHandler{}
+		return nil
+	}
+}
+
+// withMaxAuthTries bounds the keys one connection may try.
+func withMaxAuthTries(n int) ssh.Option {
+	return func(srv *ssh.Server) error {
 		srv.ServerConfigCallback = func(ssh.Context) *gossh.ServerConfig {
-			return &gossh.ServerConfig{MaxAuthTries: maxAuthTries}
-		}
-		srv.ConnectionFailedCallback = func(conn net.Conn, err error) {
-			s.Logger.Debug("ssh connection failed", "remote", conn.RemoteAddr().String(), "err", err)
+			return &gossh.ServerConfig{MaxAuthTries: n}
 		}
 		return nil
 	}
+}
+
+func (s *Server) connectionFailed(conn net.Conn, err error) {
+	s.Logger.Debug("ssh connection failed", "remote", conn.RemoteAddr().String(), "err", err)
 }
 
 // Serve accepts connections on ln until Shutdown. It runs its own accept
