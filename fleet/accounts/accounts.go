@@ -127,11 +127,12 @@ var (
 
 // ParseRepo parses "owner/name" (a trailing ".git" is dropped), with
 // GitHub's rules: owner is letters, digits and '-' (at most 39, not starting
-// with '-'); name is letters, digits, '.', '_', '-' and not "." or "..".
+// with '-'); name is letters, digits, '.', '_', '-', not "." or ".." and
+// not itself ending in ".git" (so the result round-trips).
 func ParseRepo(s string) (Repo, error) {
 	owner, name, ok := strings.Cut(s, "/")
 	name = strings.TrimSuffix(name, ".git")
-	if !ok || !repoOwnerRE.MatchString(owner) || !repoNameRE.MatchString(name) || name == "." || name == ".." {
+	if !ok || !repoOwnerRE.MatchString(owner) || !repoNameRE.MatchString(name) || name == "." || name == ".." || strings.HasSuffix(name, ".git") {
 		return Repo{}, fmt.Errorf("repository %q: want owner/name: %w", s, keys.ErrInvalid)
 	}
 	return Repo{Owner: owner, Name: name}, nil
