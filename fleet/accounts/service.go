@@ -2,6 +2,7 @@ package accounts
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -346,4 +347,20 @@ func reason(err error) string {
 		return ErrUnreachable.Error()
 	}
 	return err.Error()
+}
+
+// GitEnv returns environment entries that make a git client send token to
+// the configured host only (git's http.<url>.extraHeader, matched by URL
+// prefix), for cloning and fetching on the gateway host. Unlike a token in
+// the remote URL or in `git -c` arguments, this leaves nothing in the
+// clone's .git/config and nothing in the process's argument list. It uses
+// GIT_CONFIG_COUNT, so the caller must not set GIT_CONFIG_COUNT itself.
+func (s *Service) GitEnv(token string) []string {
+	cred := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))
+	return []string{
+		"GIT_CONFIG_COUNT=1",
+		"GIT_CONFIG_KEY_0=http." + s.host.String() + "/.extraHeader",
+		"GIT_CONFIG_VALUE_0=Authorization: Basic " + cred,
+		"GIT_TERMINAL_PROMPT=0",
+	}
 }

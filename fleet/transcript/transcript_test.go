@@ -320,3 +320,16 @@ func FuzzLine(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkRead(b *testing.B) {
+	data, err := os.ReadFile("testdata/tool-use.jsonl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if err := Read(bytes.NewReader(data), func(e Event) error { _ = Format(e); return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
