@@ -203,8 +203,8 @@ func TestAddRefusedSavesNothing(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Add: %v, want %v", err, tc.want)
 			}
-			if strings.Contains(err.Error(), tc.token) {
-				t.Fatal("error shows the token")
+			if strings.Contains(err.Error(), tc.token) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error shows the token or spans lines: %q", err)
 			}
 			if list, _ := e.svc.List(ctx, alice, "alice"); len(list) != 0 {
 				t.Fatalf("saved after a failed probe: %+v", list)
@@ -244,6 +244,9 @@ func TestBadInputMakesNoRequest(t *testing.T) {
 			}
 			if tc.token != "" && strings.Contains(err.Error(), tc.token) {
 				t.Fatal("error echoes the token")
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
 			}
 			if len(e.git.Requests()) != before {
 				t.Fatal("bad input reached the git host")
