@@ -25,6 +25,7 @@ var otherEnv = []string{
 	"SBX_CACHE",     // vm: cache for built kernels and images
 	"SBX_HOOK_LOG",  // hooks (guest side): decision log file
 	"SBX_WORKSPACE", // hooks (guest side): the workspace root
+	"SBX_SEAL_KEY",  // fleet/seal: the key that seals secrets at rest (base64)
 }
 
 func isOtherEnv(name string) bool { return slices.Contains(otherEnv, name) }
