@@ -160,6 +160,25 @@ func (l *Log) Line(ctx context.Context, e Entry) {
 	)
 }
 
+// Finish completes e once its action is over. On success the store already
+// committed the row in the same transaction as the change, so only the log
+// line is left; on failure nothing changed and the row records why, with the
+// caller's classification of err (ResultDenied or ResultError). A failing
+// audit write is logged and does not change the action's outcome. A nil Log
+// does nothing.
+func (l *Log) Finish(ctx context.Context, e Entry, err error, result string) {
+	if l == nil {
+		return
+	}
+	if err == nil {
+		l.Line(ctx, e)
+		return
+	}
+	e.Result = result
+	e.Detail = strings.TrimSpace(e.Detail + " " + err.Error())
+	_ = l.Record(ctx, e)
+}
+
 // List returns entries matching f, newest first.
 func (l *Log) List(ctx context.Context, f Filter) ([]Entry, error) {
 	if f.Limit <= 0 {

@@ -86,6 +86,15 @@ type Actor struct {
 	Addr  string
 }
 
+// Entry starts the audit entry of an action the actor takes at time at; its
+// result is ok until audit.Log.Finish says otherwise.
+func (a Actor) Entry(at time.Time, action, target string) audit.Entry {
+	return audit.Entry{
+		Time: at.UTC(), Actor: a.User, Front: a.Front, Action: action,
+		Target: target, Addr: a.Addr, Result: audit.ResultOK,
+	}
+}
+
 // Store is the storage keys needs; store.SQLite implements it. Methods that
 // guard an invariant across rows (last enabled admin, unique fingerprint) do
 // the check and the write in one transaction and report the keys sentinel

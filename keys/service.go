@@ -54,27 +54,12 @@ func resultOf(err error) string {
 // entry starts the audit entry of an action; the store commits it with the
 // change on success, finish records it on failure.
 func (s *Service) entry(actor Actor, action, target string) audit.Entry {
-	return audit.Entry{
-		Time: s.now().UTC(), Actor: actor.User, Front: actor.Front, Action: action,
-		Target: target, Addr: actor.Addr, Result: audit.ResultOK,
-	}
+	return actor.Entry(s.now(), action, target)
 }
 
-// finish completes e once the action is over. On success the row is already
-// committed with the change and only the log line is left to write; on
-// failure nothing changed, and the row says why. A failing audit write is
-// logged by audit.Log and does not change the action's outcome.
+// finish completes e once the action is over (see audit.Log.Finish).
 func (s *Service) finish(ctx context.Context, e audit.Entry, err error) {
-	if s.audit == nil {
-		return
-	}
-	if err == nil {
-		s.audit.Line(ctx, e)
-		return
-	}
-	e.Result = resultOf(err)
-	e.Detail = strings.TrimSpace(e.Detail + " " + err.Error())
-	_ = s.audit.Record(ctx, e)
+	s.audit.Finish(ctx, e, err, resultOf(err))
 }
 
 // authorize checks that actor may act on target's identity: admins on anyone,

@@ -151,25 +151,12 @@ func resultOf(err error) string {
 }
 
 func (s *Service) entry(actor keys.Actor, action, target string) audit.Entry {
-	return audit.Entry{
-		Time: s.now().UTC(), Actor: actor.User, Front: actor.Front, Action: action,
-		Target: target, Addr: actor.Addr, Result: audit.ResultOK,
-	}
+	return actor.Entry(s.now(), action, target)
 }
 
-// finish: on success the store committed the row with the change, so only
-// the log line is left; on failure the row records why nothing changed.
+// finish completes e once the action is over (see audit.Log.Finish).
 func (s *Service) finish(ctx context.Context, e audit.Entry, err error) {
-	if s.audit == nil {
-		return
-	}
-	if err == nil {
-		s.audit.Line(ctx, e)
-		return
-	}
-	e.Result = resultOf(err)
-	e.Detail = strings.TrimSpace(e.Detail + " " + err.Error())
-	_ = s.audit.Record(ctx, e)
+	s.audit.Finish(ctx, e, err, resultOf(err))
 }
 
 // authorize: users manage their own accounts, admins anyone's. The actor's
