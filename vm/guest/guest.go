@@ -46,41 +46,62 @@ func Main() int {
 	// First, before anything can fail: a Go fatal error is written by the
 	// runtime straight to fd 2, which is /dev/null when the kernel could
 	// not open a console for init.
-	console := attachConsole()
+	wait := consoleWait
+	if mods, _ := os.ReadDir("/lib/modules"); len(mods) > 0 {
+		wait = 0 // the stock kernel: no hvc0 before virtio_console is loaded
+	}
+	console, waited := attachConsole(wait)
 	log := slog.New(slog.NewTextHandler(console, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
-	err := run(ctx, console, &log) // returns only on a fatal error
+	err := run(ctx, console, waited, &log) // returns only on a fatal error
 	log.Error("sbx init: fatal", "err", err)
 	fmt.Fprintf(console, "sbx init: fatal: %v\n", err)
 	powerOff(log)
 	return 1
 }
 
+// consoleWait bounds how long init waits for the console before anything
+// else.
+const consoleWait = 3 * time.Second
+
 // Console device numbers (devices.txt: 5,1 is /dev/console).
 const consoleMajor, consoleMinor = 5, 1
 
 // attachConsole makes /dev/console init's stdout and stderr and returns it
 // as the log's writer. The kernel opens /dev/console for init only if a
-// console exists when init starts; hvc0 (a virtio-serial port) may be
-// announced a moment later, and the stock kernel loads it as a module. So
-// when the console is not there yet, keep trying in the background until
-// it is (the returned writer drops what is logged before).
-func attachConsole() io.Writer {
+// console exists when init starts, but hvc0 is a virtio-serial port that
+// the device announces asynchronously (and the stock kernel only has it
+// after loading virtio_console): under load init often starts first, with
+// fds 0-2 on /dev/null. So wait a little for it: an init that then dies
+// says why on the console instead of vanishing without a word. After
+// consoleWait it goes on without one and attaches it when it shows up.
+func attachConsole(wait time.Duration) (io.Writer, time.Duration) {
+	start := time.Now()
 	c := &lateConsole{}
-	if f, err := openConsole(); err == nil {
-		c.set(f)
-		return c
+	for {
+		f, err := openConsole()
+		if err == nil {
+			c.set(f)
+			return c, time.Since(start)
+		}
+		if time.Since(start) > wait {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	go func() {
 		for range 6000 { // 30 s: longer than any boot
 			time.Sleep(5 * time.Millisecond)
+			if c.attached() {
+				return
+			}
 			if f, err := openConsole(); err == nil {
 				c.set(f)
 				return
 			}
 		}
 	}()
-	return c
+	return c, time.Since(start)
 }
 
 // openConsole opens /dev/console (creating the node when neither the
@@ -130,6 +151,12 @@ func (c *lateConsole) set(f *os.File) {
 	c.mu.Unlock()
 }
 
+func (c *lateConsole) attached() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.f != nil
+}
+
 func (c *lateConsole) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	f := c.f
@@ -165,7 +192,7 @@ func ParseCmdline(s string) Cmdline {
 	return c
 }
 
-func run(ctx context.Context, console io.Writer, logp **slog.Logger) error {
+func run(ctx context.Context, console io.Writer, consoleWaited time.Duration, logp **slog.Logger) error {
 	start := time.Now()
 	if err := mountBasics(); err != nil {
 		return err
@@ -180,6 +207,13 @@ func run(ctx context.Context, console io.Writer, logp **slog.Logger) error {
 
 	if err := loadModules(log, "/lib/modules", cmd.Modules); err != nil {
 		return err
+	}
+	if len(cmd.Modules) > 0 {
+		if lc, ok := console.(*lateConsole); ok && !lc.attached() {
+			if f, err := openConsole(); err == nil { // hvc0 exists now
+				lc.set(f)
+			}
+		}
 	}
 	disks, err := findDisks(2*time.Second, WorkspaceSerial)
 	if err != nil {
@@ -211,7 +245,7 @@ func run(ctx context.Context, console io.Writer, logp **slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("sbx init ready", "port", port, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("sbx init ready", "port", port, "took", time.Since(start).Round(time.Millisecond), "console_wait", consoleWaited.Round(time.Millisecond))
 
 	reaper := agent.NewChildReaper(ctx, log)
 	opener := agent.PortOpenerFunc(func(context.Context) (io.ReadWriteCloser, error) {

@@ -107,9 +107,7 @@ func (m machine) args() []string {
 		"-drive", "id=ws,if=none,format=raw,aio=threads,file=" + filepath.Join(m.Dir, workspaceFile),
 		"-device", "virtio-blk-device,drive=ws,serial=sbx-workspace",
 	}
-	if m.Accel == "kvm" {
-		a = append(a, "-cpu", "host")
-	}
+	a = append(a, "-cpu", cpuModel(m.Accel))
 	if m.Initramfs != "" {
 		a = append(a, "-initrd", m.Initramfs)
 	}
@@ -145,6 +143,19 @@ func reportsFreePages(k kernel.Kernel) bool {
 	}
 	cfg := string(b)
 	return strings.Contains(cfg, "\nCONFIG_VIRTIO_BALLOON=y\n") && strings.Contains(cfg, "\nCONFIG_PAGE_REPORTING=y\n")
+}
+
+// cpuModel is the guest CPU. Under TCG QEMU's default (qemu64) lacks AVX2
+// and friends, and Claude Code, a native binary, dies of SIGILL on it; "max"
+// is every feature TCG emulates. Measured on QEMU 7.2 with both kernels
+// (small: pic=on, stock: ACPI): boots as reliably as qemu64 and no slower
+// (median of 8 serial boots to first agent reply within noise: 1.12 s
+// qemu64, 1.06 s max).
+func cpuModel(accel string) string {
+	if accel == "kvm" {
+		return "host"
+	}
+	return "max"
 }
 
 // accelArg caps TCG's translation cache: its 1 GiB default fills up over

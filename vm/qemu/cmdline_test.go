@@ -1,0 +1,36 @@
+package qemu
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"sbx.dev/sbx/vm/kernel"
+)
+
+// Regression (claude SIGILL under TCG): the agent image's Claude Code needs
+// AVX2, which QEMU's default TCG CPU lacks; every TCG box gets -cpu max, a
+// KVM box the host's CPU.
+func TestCPUModel(t *testing.T) {
+	for _, tc := range []struct {
+		accel string
+		kind  kernel.Kind
+		want  string
+	}{
+		{"tcg", kernel.KindSmall, "max"},
+		{"tcg", kernel.KindStock, "max"},
+		{"kvm", kernel.KindSmall, "host"},
+		{"kvm", kernel.KindStock, "host"},
+	} {
+		m := machine{QEMU: "qemu-system-x86_64", Accel: tc.accel, Dir: "/d", SockDir: "/d", Name: "b",
+			MemoryMiB: 256, Kernel: kernel.Kernel{Kind: tc.kind, Path: "/k"}}
+		a := m.args()
+		i := slices.Index(a, "-cpu")
+		if i < 0 || a[i+1] != tc.want {
+			t.Errorf("%s/%s: want -cpu %s in %s", tc.accel, tc.kind, tc.want, strings.Join(a, " "))
+		}
+		if n := strings.Count(strings.Join(a, " "), "-cpu "); n != 1 {
+			t.Errorf("%s/%s: %d -cpu flags", tc.accel, tc.kind, n)
+		}
+	}
+}
