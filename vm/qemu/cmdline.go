@@ -76,7 +76,7 @@ func (m machine) args() []string {
 	}
 	if m.HostKHz > 0 {
 		// Without it 2–4 TCG boots in 10 hang calibrating the TSC.
-		appendLine = append(appendLine, fmt.Sprintf("tsc_early_khz=%d", m.HostKHz), "tsc=reliable")
+		appendLine = append(appendLine, fmt.Sprintf("tsc_early_khz=%d", m.HostKHz))
 	}
 	// The console goes to console.log: with "quiet" only errors and
 	// panics, which then explain a box that died.
