@@ -175,7 +175,7 @@ func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 	sock := filepath.Join(dir, "agent.sock")
 	b.sock = sock
 	args := []string{
-		"-M", mach, "-accel", "tcg", "-m", "256M", "-smp", "1",
+		"-M", mach, "-accel", "tcg", "-cpu", "max", "-m", "256M", "-smp", "1",
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", k.Path, "-initrd", initrd, "-append", strings.Join(appendLine, " "),
 		"-device", "virtio-serial-device,max_ports=2",
@@ -356,6 +356,14 @@ func checkGuest(t *testing.T, b *box) {
 	// PID 1 is sbx; mounts, hostname, lo.
 	if got := b.run(t, "cat", "/proc/1/comm"); !strings.HasPrefix(got, "init") {
 		t.Errorf("pid 1 is %q", got)
+	}
+	// Regression (init stderr on /dev/null): when hvc0 came up after the
+	// kernel started init, fds 1-2 stayed the runtime's /dev/null and a Go
+	// fatal error left only "Attempted to kill init! exitcode=0x00000200".
+	for _, fd := range []string{"1", "2"} {
+		if got := strings.TrimSpace(b.run(t, "readlink", "/proc/1/fd/"+fd)); got != "/dev/console" {
+			t.Errorf("init's fd %s is %q, want /dev/console", fd, got)
+		}
 	}
 	mounts := b.run(t, "cat", "/proc/mounts")
 	for _, want := range []string{"/workspace ext4", "/proc proc", "/sys sysfs", "/dev devtmpfs", "/dev/pts devpts", "/tmp tmpfs", "/run tmpfs"} {
