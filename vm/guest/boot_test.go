@@ -159,7 +159,7 @@ func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 	b := &box{dir: dir, ws: filepath.Join(dir, "workspace.ext4"), console: &syncBuffer{}, exited: make(chan error, 1)}
 	mkfs(t, b.ws, 64, "")
 	mach := "microvm,x-option-roms=off,isa-serial=off,rtc=on"
-	appendLine := []string{"console=hvc0", "quiet", "reboot=t", "panic=-1"}
+	appendLine := []string{"console=hvc0", "quiet", "reboot=t", "panic=-1", "no_timer_check"}
 	if _, bench := t.(*testing.B); !bench {
 		appendLine = append(appendLine, "sbx.debug=1") // a log line per call would skew benchmarks
 	}
@@ -223,7 +223,15 @@ func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 	}
 	b.client, err = agent.Connect(ctx, conn)
 	if err != nil {
-		t.Fatalf("connect: %v", err)
+		// Tell a guest that died (QEMU exits: -no-reboot, panic=-1) from
+		// a connection QEMU dropped while running.
+		select {
+		case xerr := <-b.exited:
+			b.exited <- xerr
+			t.Fatalf("connect: %v (QEMU exited: %v)", err, xerr)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("connect: %v (QEMU still running)", err)
+		}
 	}
 	t.Cleanup(func() { b.client.Close() })
 	h, err := b.client.Ping(ctx)
