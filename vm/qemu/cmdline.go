@@ -62,7 +62,11 @@ func (m machine) args() []string {
 		// little more, but a VM restored from a snapshot then never gets
 		// another timer interrupt (measured: the guest halts for good).
 		mach = "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=off,rtc=on,acpi=off"
-		appendLine = append(appendLine, "nolapic_timer")
+		// initramfs_async=0: this kernel has one CPU, so unpacking the
+		// initramfs beside the initcalls only interleaves them; unpacked
+		// first, /init runs ~45 ms sooner (median of 4 traced boots: 0.51
+		// -> 0.46 s to "Run /init").
+		appendLine = append(appendLine, "nolapic_timer", "initramfs_async=0")
 	} else {
 		// The stock kernel needs ACPI to find the virtio-mmio devices.
 		mach += ",isa-serial=off"

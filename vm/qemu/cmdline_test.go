@@ -34,3 +34,20 @@ func TestCPUModel(t *testing.T) {
 		}
 	}
 }
+
+// The small kernel (one CPU, no SMP) unpacks the initramfs before the
+// initcalls; the stock kernel keeps its asynchronous unpack.
+func TestInitramfsSync(t *testing.T) {
+	for _, tc := range []struct {
+		kind kernel.Kind
+		want bool
+	}{{kernel.KindSmall, true}, {kernel.KindStock, false}} {
+		m := machine{QEMU: "qemu-system-x86_64", Accel: "tcg", Dir: "/d", SockDir: "/d", Name: "b",
+			MemoryMiB: 256, Kernel: kernel.Kernel{Kind: tc.kind, Path: "/k"}}
+		a := m.args()
+		i := slices.Index(a, "-append")
+		if got := strings.Contains(a[i+1], "initramfs_async=0"); got != tc.want {
+			t.Errorf("%s: initramfs_async=0 in %q: %v, want %v", tc.kind, a[i+1], got, tc.want)
+		}
+	}
+}
