@@ -175,7 +175,7 @@ func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 	sock := filepath.Join(dir, "agent.sock")
 	b.sock = sock
 	args := []string{
-		"-M", mach, "-accel", "tcg", "-cpu", "max", "-m", "256M", "-smp", "1",
+		"-M", mach, "-accel", "tcg", "-cpu", "max,erms=off,fsrm=off", "-m", "256M", "-smp", "1",
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", k.Path, "-initrd", initrd, "-append", strings.Join(appendLine, " "),
 		"-device", "virtio-serial-device,max_ports=2",
