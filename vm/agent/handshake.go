@@ -45,11 +45,21 @@ func hostHandshake(ctx context.Context, conn io.ReadWriteCloser) (io.ReadWriteCl
 	br := bufio.NewReaderSize(conn, 64<<10)
 	found := make(chan error, 1)
 	go func() { found <- scanFor(br, hello) }()
-
-	if _, err := conn.Write(hello); err != nil {
+	// A guest that stops reading makes Write block on a full socket buffer:
+	// closing the connection when ctx ends unblocks it as well as the scanner.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	fail := func(what string, err error) (io.ReadWriteCloser, error) {
+		stop()
 		conn.Close()
 		<-found
-		return nil, fmt.Errorf("handshake: send hello: %w", err)
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("handshake: %s: %w", what, err)
+	}
+
+	if _, err := conn.Write(hello); err != nil {
+		return fail("send hello", err)
 	}
 	tick := time.NewTicker(helloResend)
 	defer tick.Stop()
@@ -57,20 +67,19 @@ func hostHandshake(ctx context.Context, conn io.ReadWriteCloser) (io.ReadWriteCl
 		select {
 		case err := <-found:
 			if err != nil {
-				conn.Close()
-				return nil, fmt.Errorf("handshake: wait for the guest's echo: %w", err)
+				found <- err // fail waits for the scanner's result
+				return fail("wait for the guest's echo", err)
+			}
+			if !stop() {
+				return nil, fmt.Errorf("handshake: %w", ctx.Err()) // ctx ended as the echo came
 			}
 			return &bufConn{r: br, c: conn}, nil
 		case <-tick.C:
 			if _, err := conn.Write(hello); err != nil {
-				conn.Close()
-				<-found
-				return nil, fmt.Errorf("handshake: resend hello: %w", err)
+				return fail("resend hello", err)
 			}
 		case <-ctx.Done():
-			conn.Close() // unblocks the scanner
-			<-found
-			return nil, fmt.Errorf("handshake: %w", ctx.Err())
+			return fail("wait for the guest's echo", ctx.Err())
 		}
 	}
 }
