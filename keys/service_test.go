@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
 )
@@ -39,30 +40,12 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type env struct {
 	svc   *keys.Service
 	store *store.SQLite
 	audit *audit.Log
 	clock *clock
-	log   *syncBuffer
+	log   *testutil.SyncBuffer
 	dir   string
 }
 
@@ -76,7 +59,7 @@ func newEnv(t testing.TB) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	buf := &syncBuffer{}
+	buf := &testutil.SyncBuffer{}
 	log := audit.New(st, slog.New(slog.NewJSONHandler(buf, nil)), c.now)
 	return &env{svc: keys.NewService(st, log, c.now), store: st, audit: log, clock: c, log: buf, dir: dir}
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"sbx.dev/sbx/internal/testutil"
 )
 
 // fakeClock is an injectable clock.
@@ -49,34 +51,16 @@ func (s *listSource) load(ctx context.Context) ([]string, error) {
 	return list, err
 }
 
-// syncBuffer is a log sink safe for the background reload goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 const (
 	secretA = "secret-A-0123456789"
 	secretB = "secret-B-0123456789"
 )
 
-func newRefreshing(t *testing.T, src *listSource) (*Redactor, *fakeClock, *syncBuffer) {
+func newRefreshing(t *testing.T, src *listSource) (*Redactor, *fakeClock, *testutil.SyncBuffer) {
 	t.Helper()
 	clock := &fakeClock{}
 	clock.ns.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	r, err := New(context.Background(), src.load, Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

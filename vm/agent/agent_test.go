@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/internal/testutil"
 )
 
 // socketPair is a connected pair of stream sockets, the closest local stand-in
@@ -213,7 +215,7 @@ func TestExecPTYSizeAndResize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	copied := make(chan struct{})
 	go func() { io.Copy(out, p.Stdout()); close(copied) }()
 	waitFor(t, func() bool { return strings.Contains(out.String(), "30 100") })
@@ -494,23 +496,6 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func waitFor(t testing.TB, cond func() bool) {

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/internal/testutil"
 )
 
 type tarEnt struct {
@@ -554,7 +556,7 @@ func TestResizeAppliedBeforeLaterInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := &syncBuffer{}
+		out := &testutil.SyncBuffer{}
 		copied := make(chan struct{})
 		go func() { io.Copy(out, p.Stdout()); close(copied) }()
 		rows, cols := uint16(40+i), uint16(100+i)

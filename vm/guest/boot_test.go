@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/guest"
 	"sbx.dev/sbx/vm/initramfs"
@@ -47,7 +48,7 @@ type box struct {
 	cmd     *exec.Cmd
 	dir     string
 	ws      string
-	console *syncBuffer
+	console *testutil.SyncBuffer
 	exited  chan error
 	client  *agent.Client
 	sock    string
@@ -71,23 +72,6 @@ func (b *box) reconnect(t testing.TB) {
 	if _, err := b.client.Ping(ctx); err != nil {
 		t.Fatalf("ping after reconnect: %v", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func cacheDir(t testing.TB) string {
@@ -156,7 +140,7 @@ func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 	for _, m := range k.Modules {
 		mods = append(mods, strings.TrimSuffix(filepath.Base(m), ".ko"))
 	}
-	b := &box{dir: dir, ws: filepath.Join(dir, "workspace.ext4"), console: &syncBuffer{}, exited: make(chan error, 1)}
+	b := &box{dir: dir, ws: filepath.Join(dir, "workspace.ext4"), console: &testutil.SyncBuffer{}, exited: make(chan error, 1)}
 	mkfs(t, b.ws, 64, "")
 	mach := "microvm,x-option-roms=off,isa-serial=off,rtc=on"
 	appendLine := []string{"console=hvc0", "quiet", "reboot=t", "panic=-1", "no_timer_check"}

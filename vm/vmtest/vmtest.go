@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
 )
@@ -203,7 +204,7 @@ func Run(t *testing.T, s Setup) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := &syncBuffer{}
+		out := &testutil.SyncBuffer{}
 		go io.Copy(out, p.Stdout())
 		if err := p.Resize(ctx, 50, 132); err != nil {
 			t.Fatal(err)
@@ -646,21 +647,4 @@ func waitTimeout(t *testing.T, p *agent.Process, d time.Duration) agent.ExitStat
 		t.Fatalf("pid %d did not exit in %v", p.PID(), d)
 	}
 	return agent.ExitStatus{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
