@@ -219,8 +219,12 @@ func (c *connState) exec(ctx context.Context, ctl *yamux.Stream, req request) {
 		fail(err)
 		return
 	}
+	// A failed write does not mean the host missed the PID: yamux may report
+	// a session shutdown for a frame it already sent. Processes outlive
+	// their connection anyway (a gateway restart must not kill work), so
+	// the process keeps running either way.
 	if err := writeFrame(ctl, reply{ID: req.ID, PID: p.pid}); err != nil {
-		unix.Kill(-p.pid, unix.SIGKILL)
+		s.log.Debug("agent: exec reply", "pid", p.pid, "err", err)
 	}
 	s.log.Debug("agent: exec", "pid", p.pid, "argv", req.Exec.Argv)
 	p.run(ctl, pe.streams, req.ID, s.log)

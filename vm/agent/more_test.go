@@ -224,6 +224,32 @@ func TestReconnectAfterBrokenConnection(t *testing.T) {
 	waitFor(t, func() bool { return unix.Kill(p.PID(), 0) == unix.ESRCH })
 }
 
+// Regression (CI, TestBootSmallKernel): the host read the PID reply and
+// closed its connection before the guest's yamux reported the write done;
+// the guest took the late error for a lost reply and killed the process.
+// A process whose PID was sent must survive its connection ending at once.
+func TestProcessSurvivesCloseRightAfterExecRegression(t *testing.T) {
+	g := startGuest(t, ServerOptions{})
+	ctx := ctxT(t)
+	var pids []int
+	for range 20 {
+		c := g.connect(t)
+		p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sleep", "100"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		pids = append(pids, p.PID())
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, pid := range pids {
+		if err := unix.Kill(pid, 0); err != nil {
+			t.Errorf("process %d after its connection closed: %v", pid, err)
+		}
+		unix.Kill(pid, unix.SIGKILL)
+	}
+}
+
 func TestConcurrentRequestsOnOneConnection(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
