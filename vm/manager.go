@@ -160,6 +160,11 @@ func (m *Manager) Create(ctx context.Context, name string, spec Spec) (Box, erro
 	if spec.MemoryMiB < 64 || spec.VCPUs > 64 || spec.WorkspaceMiB < 16 {
 		return Box{}, fmt.Errorf("box %q: spec %+v: want memory ≥ 64 MiB, 1–64 vCPUs, workspace ≥ 16 MiB", name, spec)
 	}
+	if spec.Egress != "" {
+		if err := ValidEgress(spec.Egress); err != nil {
+			return Box{}, fmt.Errorf("box %q: %w", name, err)
+		}
+	}
 	now := time.Now().UTC()
 	e := &entry{box: Box{Name: name, Spec: spec, State: Creating, Created: now, Updated: now}}
 	m.mu.Lock()

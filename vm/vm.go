@@ -16,6 +16,8 @@ package vm
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -42,7 +44,22 @@ type Spec struct {
 	// 0 = no limit.
 	MaxDuration  time.Duration `json:"max_duration,omitempty"`
 	WorkspaceMiB int           `json:"workspace_mib"`
+	// Egress is the absolute path of a host unix socket (the gateway's, one
+	// per box): every TCP connection the box opens to EgressAddr becomes one
+	// connection to it, and the box reaches nothing else. "" gives the box
+	// no network device at all. See ValidEgress for the path rule.
+	Egress string `json:"egress,omitempty"`
 }
+
+// The one address a box with an Egress socket can reach, and the name its
+// /etc/hosts gives it. Everything the gateway offers a box (egress proxy,
+// git, model API) is served behind it.
+const (
+	EgressIP       = "10.0.2.100"
+	EgressPort     = 80
+	EgressAddr     = "10.0.2.100:80"
+	EgressHostname = "sbx-gateway"
+)
 
 // Box is what the manager knows about one box. It is a value: callers get
 // copies.
@@ -97,6 +114,31 @@ var (
 	// ErrClosed is returned after Manager.Close.
 	ErrClosed = errors.New("manager closed")
 )
+
+// ValidEgress checks a Spec.Egress socket path: absolute, clean, at most 107
+// bytes (a unix socket path), and only the characters A-Z a-z 0-9 / _ . - +
+// @ : = — the path ends up inside a QEMU option and a command line that
+// QEMU splits, so a comma, a space or a quote could change what runs.
+func ValidEgress(path string) error {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return fmt.Errorf("egress socket %q: must be an absolute, clean path", path)
+	}
+	if len(path) > 107 {
+		return fmt.Errorf("egress socket %q: longer than the 107 bytes of a unix socket path", path)
+	}
+	if i := strings.IndexFunc(path, func(r rune) bool { return !safePathRune(r) }); i >= 0 {
+		return fmt.Errorf("egress socket %q: character %q not allowed (use A-Z a-z 0-9 / _ . - + @ : =)", path, path[i])
+	}
+	return nil
+}
+
+func safePathRune(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("/_.-+@:=", r)
+}
 
 // ValidName checks a box name: [A-Za-z0-9_.-]{1,128}, never "." or "..".
 // Names become directory names, so this is a path-safety check, not taste.

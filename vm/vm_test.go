@@ -55,3 +55,56 @@ func FuzzValidName(f *testing.F) {
 		}
 	})
 }
+
+func TestValidEgress(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{"/var/lib/sbx/egress/box1.sock", true},
+		{"/tmp/TestX123/001/e.sock", true},
+		{"/a/b+c@d:e=f_g-h.i", true},
+		{"/" + strings.Repeat("x", 106), true},
+		{"/" + strings.Repeat("x", 107), false},
+		{"", false},
+		{"relative.sock", false},
+		{"/a/../b.sock", false},
+		{"/a//b.sock", false},
+		{"/a/b/", false},
+		{"/a b.sock", false},                // QEMU's spawn splits on spaces
+		{"/a,b.sock", false},                // a comma ends a QEMU option value
+		{"/a,guestfwd=tcp:1.2.3.4:1", false}, // option injection
+		{"/a'b", false},
+		{"/a\"b", false},
+		{"/a\\b", false},
+		{"/a\nb", false},
+		{"/a\x00b", false},
+		{"/a$(id)", false},
+		{"/é", false},
+	} {
+		err := ValidEgress(tc.path)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidEgress(%q) = %v, want ok=%v", tc.path, err, tc.ok)
+		}
+	}
+}
+
+// FuzzValidEgress: an accepted path is absolute, clean, short enough for a
+// socket, and carries nothing QEMU's option parser or its command splitter
+// treats specially.
+func FuzzValidEgress(f *testing.F) {
+	for _, s := range []string{"/run/e.sock", "/a,b", "/a b", "rel", "/a/../b", "/'"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if ValidEgress(s) != nil {
+			return
+		}
+		if !strings.HasPrefix(s, "/") || len(s) > 107 || strings.ContainsAny(s, ", \t\n\x00'\"\\$`;|&<>*?") {
+			t.Fatalf("ValidEgress accepted %q", s)
+		}
+		if strings.Contains(s, "/../") || strings.Contains(s, "//") || strings.HasSuffix(s, "/..") {
+			t.Fatalf("ValidEgress accepted unclean %q", s)
+		}
+	})
+}
