@@ -71,8 +71,8 @@ func TestValidEgress(t *testing.T) {
 		{"/a/../b.sock", false},
 		{"/a//b.sock", false},
 		{"/a/b/", false},
-		{"/a b.sock", false},                // QEMU's spawn splits on spaces
-		{"/a,b.sock", false},                // a comma ends a QEMU option value
+		{"/a b.sock", false},                 // QEMU's spawn splits on spaces
+		{"/a,b.sock", false},                 // a comma ends a QEMU option value
 		{"/a,guestfwd=tcp:1.2.3.4:1", false}, // option injection
 		{"/a'b", false},
 		{"/a\"b", false},
