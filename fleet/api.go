@@ -1,0 +1,183 @@
+package fleet
+
+import (
+	"context"
+	"io"
+	"io/fs"
+
+	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/redact"
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/agent"
+)
+
+// This file is the core's whole surface for fronts. Every method takes the
+// caller and resolves the box through them: an operator sees their own
+// boxes, an admin every box. A box the caller may not see answers exactly
+// like a box that does not exist (ErrNotFound). Every state change is an
+// audit row and an Event; every text from a box comes back redact.Safe and
+// every error already redacted.
+
+// Delegate starts a task in a box: it checks the request (non-empty task,
+// known profile, reachable repos and refs, caps) before creating anything,
+// claims a warm box or boots one, puts each repo into /workspace, installs
+// the agent's settings and hooks, and starts the agent. It returns once the
+// agent has started; follow the log with Logs.
+func (f *Fleet) Delegate(ctx context.Context, caller keys.Actor, req DelegateRequest) (Box, error) {
+	return f.delegate(ctx, caller, req)
+}
+
+// List returns the boxes the caller may see, newest first.
+func (f *Fleet) List(ctx context.Context, caller keys.Actor) ([]Box, error) {
+	return f.list(ctx, caller)
+}
+
+// Get returns one box.
+func (f *Fleet) Get(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+	return f.get(ctx, caller, name)
+}
+
+// Logs streams the box's log (the readable transcript of every turn, one
+// file per box with stable byte offsets) from offset from, redacted. With
+// follow, the stream stays open for new output and ends (io.EOF) when the
+// box is destroyed or ctx ends; without, it ends at the current end.
+func (f *Fleet) Logs(ctx context.Context, caller keys.Actor, name string, from int64, follow bool) (*LogStream, error) {
+	return f.logs(ctx, caller, name, from, follow)
+}
+
+// Answer answers the pending question (the agent resumes with text as its
+// next message and the box shows running at once); with no question it
+// sends a follow-up: a new turn when the agent is done, or, mid-turn, a
+// queued inbox item unless force, which interrupts the turn and resumes
+// with text.
+func (f *Fleet) Answer(ctx context.Context, caller keys.Actor, name, text string, force bool) (AnswerResult, error) {
+	return f.answer(ctx, caller, name, text, force)
+}
+
+// Inbox lists the follow-ups queued for the box, oldest first.
+func (f *Fleet) Inbox(ctx context.Context, caller keys.Actor, name string) ([]InboxItem, error) {
+	return f.inbox(ctx, caller, name)
+}
+
+// RemoveInbox deletes one queued follow-up.
+func (f *Fleet) RemoveInbox(ctx context.Context, caller keys.Actor, name string, id int64) error {
+	return f.removeInbox(ctx, caller, name, id)
+}
+
+// Ask runs a side question in the box under the read-only hook, without
+// disturbing the driver's run, and returns the answer. fresh starts a new
+// side thread instead of continuing the previous one.
+func (f *Fleet) Ask(ctx context.Context, caller keys.Actor, name, question string, fresh bool) (redact.Safe, error) {
+	return f.ask(ctx, caller, name, question, fresh)
+}
+
+// Diff is the change in every repo of the box against its base commit.
+func (f *Fleet) Diff(ctx context.Context, caller keys.Actor, name string) (Diff, error) {
+	return f.diff(ctx, caller, name)
+}
+
+// Sleep saves the box and ends its machine; Wake brings it back.
+func (f *Fleet) Sleep(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+	return f.sleep(ctx, caller, name, "")
+}
+
+// Wake brings a sleeping box back.
+func (f *Fleet) Wake(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+	return f.wake(ctx, caller, name)
+}
+
+// Keep exempts the box from the sleep TTL (keep=true) or ends that.
+func (f *Fleet) Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (Box, error) {
+	return f.keep(ctx, caller, name, keep)
+}
+
+// Destroy ends the box and removes everything it had; its log stays
+// readable until then, and followers get io.EOF.
+func (f *Fleet) Destroy(ctx context.Context, caller keys.Actor, name string) error {
+	return f.destroy(ctx, caller, name)
+}
+
+// SetAllow replaces the box's egress allow-list.
+func (f *Fleet) SetAllow(ctx context.Context, caller keys.Actor, name string, domains []string) (Box, error) {
+	return f.setAllow(ctx, caller, name, domains)
+}
+
+// Stats samples the box's CPU and memory (zero for a box without a machine).
+func (f *Fleet) Stats(ctx context.Context, caller keys.Actor, name string) (vm.Stats, error) {
+	return f.stats(ctx, caller, name)
+}
+
+// Events streams changes of the boxes the caller may see until ctx ends. A
+// subscriber that falls far behind loses the surplus, never the core.
+func (f *Fleet) Events(ctx context.Context, caller keys.Actor) <-chan Event {
+	return f.events(ctx, caller)
+}
+
+// Exec starts a process in the box (waking it first when it sleeps:
+// Process.Woke says so). Its output is redacted as it streams.
+func (f *Fleet) Exec(ctx context.Context, caller keys.Actor, name string, req agent.ExecRequest) (*Process, error) {
+	return f.exec(ctx, caller, name, req)
+}
+
+// Stat describes path under the box's /workspace.
+func (f *Fleet) Stat(ctx context.Context, caller keys.Actor, name, path string) (agent.FileInfo, error) {
+	return f.stat(ctx, caller, name, path)
+}
+
+// ReadDir lists a directory under the box's /workspace.
+func (f *Fleet) ReadDir(ctx context.Context, caller keys.Actor, name, path string) ([]agent.FileInfo, error) {
+	return f.readDir(ctx, caller, name, path)
+}
+
+// Artifact streams a file from the box's /workspace: text (by content
+// sniff, whatever the extension) redacted, binary byte-exact.
+func (f *Fleet) Artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, agent.FileInfo, error) {
+	return f.artifact(ctx, caller, name, path)
+}
+
+// WriteFile writes r to path under the box's /workspace (owner or admin).
+func (f *Fleet) WriteFile(ctx context.Context, caller keys.Actor, name, path string, mode fs.FileMode, r io.Reader) error {
+	return f.writeFile(ctx, caller, name, path, mode, r)
+}
+
+// MkdirAll creates a directory path under the box's /workspace.
+func (f *Fleet) MkdirAll(ctx context.Context, caller keys.Actor, name, path string, mode fs.FileMode) error {
+	return f.mkdirAll(ctx, caller, name, path, mode)
+}
+
+// Remove deletes path under the box's /workspace.
+func (f *Fleet) Remove(ctx context.Context, caller keys.Actor, name, path string) error {
+	return f.remove(ctx, caller, name, path)
+}
+
+// AddAccount probes token against probeRepo (or the host when empty) and
+// saves it sealed as one of the caller's GitHub accounts.
+func (f *Fleet) AddAccount(ctx context.Context, caller keys.Actor, name, token, probeRepo string) (accounts.Account, error) {
+	return f.addAccount(ctx, caller, name, token, probeRepo)
+}
+
+// Accounts lists the caller's GitHub accounts, tokens masked.
+func (f *Fleet) Accounts(ctx context.Context, caller keys.Actor) ([]accounts.Account, error) {
+	return f.accounts.List(ctx, caller, caller.User)
+}
+
+// RemoveAccount deletes one of the caller's accounts.
+func (f *Fleet) RemoveAccount(ctx context.Context, caller keys.Actor, name string) error {
+	return f.removeAccount(ctx, caller, name)
+}
+
+// SetDefaultAccount makes name the caller's default account.
+func (f *Fleet) SetDefaultAccount(ctx context.Context, caller keys.Actor, name string) error {
+	return f.accounts.SetDefault(ctx, caller, caller.User, name)
+}
+
+// Pool reports the warm pool (admins only).
+func (f *Fleet) Pool(ctx context.Context, caller keys.Actor) (PoolStatus, error) {
+	return f.poolStatus(ctx, caller)
+}
+
+// SetPool changes the warm pool's target size (admins only).
+func (f *Fleet) SetPool(ctx context.Context, caller keys.Actor, n int) (PoolStatus, error) {
+	return f.setPool(ctx, caller, n)
+}

@@ -1,0 +1,79 @@
+package fleet
+
+import (
+	"context"
+	"time"
+
+	"sbx.dev/sbx/audit"
+)
+
+// record is a box as the store keeps it: what Box shows plus the core's own
+// bookkeeping. It is stored as one JSON document per box (with name, owner
+// and state as columns), so a field added here needs no migration.
+type record struct {
+	Name    string    `json:"name"`
+	Owner   string    `json:"owner"`
+	VM      string    `json:"vm"` // the vm.Manager's name (a claimed pool box keeps its own)
+	State   State     `json:"state"`
+	Agent   string    `json:"agent"`
+	Task    string    `json:"task"`
+	Repos   []Repo    `json:"repos"`
+	Allow   []string  `json:"allow"`
+	Keep    bool      `json:"keep"`
+	Reason  string    `json:"reason,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	Started time.Time `json:"started,omitzero"`
+	// Question is the pending question ("" when none).
+	Question   string    `json:"question,omitempty"`
+	LastOutput time.Time `json:"last_output,omitzero"`
+	SleptAt    time.Time `json:"slept_at,omitzero"`
+	Deadline   time.Time `json:"deadline,omitzero"`
+	// Turn is the number of the current (or last) agent turn; 0 before the
+	// first. TurnRaw is how many bytes of that turn's raw guest output the
+	// log already holds, so a restarted gateway resumes exactly there.
+	Turn     int   `json:"turn"`
+	TurnRaw  int64 `json:"turn_raw"`
+	TurnDone bool  `json:"turn_done"`
+	// Session is the agent's conversation id (claude --resume); Side the
+	// side-question lane's.
+	Session string  `json:"session,omitempty"`
+	Side    string  `json:"side,omitempty"`
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	// StateBeforeSleep is where the run was when the box went to sleep.
+	StateBeforeSleep State `json:"state_before_sleep,omitempty"`
+}
+
+// Store is what the core needs from the database. Each write takes the
+// audit row of the change and stores both in one transaction.
+type Store interface {
+	InsertBox(ctx context.Context, b BoxDoc, rec audit.Entry) error
+	// UpdateBox replaces the box's document; rec may be the zero Entry
+	// (bookkeeping that is not an action: offsets, last output).
+	UpdateBox(ctx context.Context, b BoxDoc, rec audit.Entry) error
+	DeleteBox(ctx context.Context, name string, rec audit.Entry) error
+	GetBox(ctx context.Context, name string) (BoxDoc, error)
+	ListBoxes(ctx context.Context) ([]BoxDoc, error)
+
+	AddInbox(ctx context.Context, box, by, text string, at time.Time, rec audit.Entry) (int64, error)
+	ListInbox(ctx context.Context, box string) ([]InboxDoc, error)
+	// DeleteInbox removes one item; found is false when it did not exist.
+	DeleteInbox(ctx context.Context, box string, id int64, rec audit.Entry) (found bool, err error)
+}
+
+// BoxDoc is a box row: its key columns and its JSON document.
+type BoxDoc struct {
+	Name  string
+	Owner string
+	State string
+	Doc   []byte
+}
+
+// InboxDoc is an inbox row.
+type InboxDoc struct {
+	ID   int64
+	Box  string
+	By   string
+	Text string
+	At   time.Time
+}
