@@ -1,0 +1,377 @@
+// Package boxnet serves a box's only network path. Each box reaches exactly one
+// address, 10.0.2.100:80 (QEMU restrict=on with one guestfwd), and every TCP
+// connection it opens there arrives on a per-box listener the gateway owns, so
+// the listener names the calling box: nothing the box sends can claim another
+// box's identity.
+//
+// One HTTP server per box (one shared handler) offers:
+//
+//   - an egress proxy (HTTP CONNECT and absolute-form plain HTTP), default deny
+//     with a per-box domain allow-list or an open mode; private, loopback,
+//     link-local, CGNAT, metadata, multicast and reserved addresses (and their
+//     IPv6 forms) are refused after resolution even when open, and the proxy
+//     dials the exact address it checked (no DNS rebinding);
+//   - /git/BOX/REPO(.git)/…: smart HTTP to the real remote with the account
+//     token added, for delegated repositories only, pushes only to the
+//     delegated branches (the ref updates are parsed before anything is
+//     forwarded);
+//   - /model/…: the Messages API with the box's API key added and a per-box
+//     request and token budget, the usage counted from the streamed response;
+//   - /mcp/NAME/…: operator-configured MCP servers with their secret headers.
+//
+// The box never holds a token, an API key or an MCP secret. The data comes from
+// the core through Policy; every decision is reported to Policy.Audit.
+package boxnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Policy is what boxnet needs from the core.
+type Policy interface {
+	// Box returns the current policy of a box. It is called once per request,
+	// so a changed allow-list or budget applies to the next request.
+	Box(ctx context.Context, box string) (BoxPolicy, error)
+	// Audit records one decision. It must not block for long: it runs on the
+	// request path.
+	Audit(ctx context.Context, d Decision)
+	// Spend adds usage to the box's model budget. boxnet calls it with
+	// Requests: 1 before forwarding a model request (an error refuses the
+	// request, so the core can enforce the budget atomically) and with the
+	// counted tokens once the response has ended.
+	Spend(ctx context.Context, box string, u Usage) error
+}
+
+// BoxPolicy is one box's network policy.
+type BoxPolicy struct {
+	// AllowDomains are the egress destinations: "example.com" matches that
+	// name only; "*.example.com" matches every name below example.com but not
+	// example.com itself (list both for both). An IP literal matches itself.
+	AllowDomains []string
+	// Open allows every destination name; forbidden addresses stay refused.
+	Open bool
+	// Repos are the delegated repositories by the path the box uses after
+	// /git/BOX/ without ".git", e.g. "acme/widget".
+	Repos map[string]GitRoute
+	// Model is the model endpoint; nil refuses /model/.
+	Model *ModelRoute
+	// MCP are the MCP servers by name (/mcp/NAME).
+	MCP map[string]MCPRoute
+}
+
+// GitRoute is one delegated repository.
+type GitRoute struct {
+	// Upstream is the real repository URL, e.g.
+	// https://github.com/acme/widget.git.
+	Upstream *url.URL
+	// Token is sent as HTTP basic x-access-token:Token.
+	Token string
+	// PushBranches are the branches the box may push to: a name
+	// ("sbx/box1") or a prefix ending in "/*" ("sbx/box1/*"). Empty refuses
+	// every push.
+	PushBranches []string
+}
+
+// ModelRoute is the model endpoint of a box.
+type ModelRoute struct {
+	// Upstream is the API base, e.g. https://api.anthropic.com; nil means
+	// DefaultModelUpstream.
+	Upstream *url.URL
+	// APIKey is sent as x-api-key.
+	APIKey string
+	// MaxRequests and MaxTokens bound the box's use; 0 means no bound.
+	// Tokens are input (including cache reads and writes) plus output.
+	MaxRequests, MaxTokens int64
+	// Used is what the box has spent so far.
+	Used Usage
+}
+
+// MCPRoute is one operator-configured MCP server (Streamable HTTP).
+type MCPRoute struct {
+	URL     *url.URL
+	Headers map[string]string
+}
+
+// Usage is model use: requests, and tokens as the API reports them. Input
+// counts input_tokens plus cache creation and cache read tokens.
+type Usage struct {
+	Requests     int64
+	InputTokens  int64
+	OutputTokens int64
+}
+
+// Tokens is input plus output tokens.
+func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+
+// Kinds of Decision.
+const (
+	KindEgress = "egress"
+	KindGit    = "git"
+	KindModel  = "model"
+	KindMCP    = "mcp"
+)
+
+// Verdicts of a Decision.
+const (
+	Allow = "allow"
+	Deny  = "deny"
+)
+
+// Decision is one audited decision.
+type Decision struct {
+	Box     string
+	Kind    string // KindEgress, KindGit, KindModel, KindMCP
+	Host    string // destination name or address as the box asked for it
+	Port    int
+	Addr    string // the address dialed or refused, when resolved
+	Verdict string // Allow or Deny
+	Reason  string
+	Detail  string // e.g. "CONNECT", the git service, the refs pushed
+}
+
+// DefaultModelUpstream is the Messages API.
+var DefaultModelUpstream = &url.URL{Scheme: "https", Host: "api.anthropic.com"}
+
+// GatewayHost is the only address a box reaches.
+const GatewayHost = "10.0.2.100"
+
+// Resolver looks up the addresses of a name; *net.Resolver implements it.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config configures a Server. The zero value (with a Policy) works.
+type Config struct {
+	Policy Policy
+	Logger *slog.Logger
+	// Resolver resolves egress destinations; nil means net.DefaultResolver.
+	Resolver Resolver
+	// Transport carries git, model and MCP requests to their upstreams
+	// (operator-configured URLs); nil means a clone of
+	// http.DefaultTransport without proxy from the environment.
+	Transport http.RoundTripper
+	// MaxHeaderBytes bounds a request's header; 0 means 64 KiB.
+	MaxHeaderBytes int
+	// HeaderTimeout bounds reading a request header; 0 means 30 s.
+	HeaderTimeout time.Duration
+	// IdleTimeout closes an idle keep-alive connection or CONNECT tunnel;
+	// 0 means 5 min.
+	IdleTimeout time.Duration
+	// MaxTunnels bounds a box's concurrent CONNECT tunnels and plain HTTP
+	// proxy requests; 0 means 64.
+	MaxTunnels int
+	// DialTimeout bounds an egress dial; 0 means 15 s.
+	DialTimeout time.Duration
+
+	// TestOnlyAllowLoopbackEgress lets the egress proxy dial loopback
+	// addresses (127.0.0.0/8, ::1) so tests can reach local servers. It has
+	// no configuration key and must never be set outside tests; every other
+	// forbidden range stays refused.
+	TestOnlyAllowLoopbackEgress bool
+}
+
+// Server serves the network path of every box.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	handler   http.Handler
+	transport http.RoundTripper
+
+	mu    sync.Mutex
+	boxes map[string]*boxState
+}
+
+// boxState is the per-box bookkeeping shared by all of a box's connections.
+type boxState struct {
+	name    string
+	tunnels chan struct{} // a slot per concurrent tunnel
+}
+
+type boxKey struct{}
+
+// New returns a Server. It panics without a Policy: that is a programming
+// error, not a runtime condition.
+func New(cfg Config) *Server {
+	if cfg.Policy == nil {
+		panic("boxnet: Config.Policy is nil")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 64 << 10
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 30 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	if cfg.MaxTunnels <= 0 {
+		cfg.MaxTunnels = 64
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 15 * time.Second
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "boxnet"), boxes: map[string]*boxState{}}
+	s.transport = cfg.Transport
+	if s.transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// The gateway's own proxy settings are not the box's business, and
+		// upstream URLs are the operator's: go direct.
+		t.Proxy = nil
+		s.transport = t
+	}
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	return s
+}
+
+// Serve answers the connections of box on ln until ctx ends or ln fails. It
+// closes ln. Tests pass a TCP listener, production the box's unix socket.
+func (s *Server) Serve(ctx context.Context, box string, ln net.Listener) error {
+	if box == "" {
+		ln.Close()
+		return errors.New("boxnet: serve: empty box name")
+	}
+	st := s.state(box)
+	hs := &http.Server{
+		Handler:           s.handler,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ReadHeaderTimeout: s.cfg.HeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.WithoutCancel(ctx), boxKey{}, st)
+		},
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := hs.Shutdown(sctx); err != nil {
+				hs.Close()
+			}
+		case <-done:
+		}
+	}()
+	err := hs.Serve(ln)
+	close(done)
+	if errors.Is(err, http.ErrServerClosed) || ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("boxnet: serve box %s: %w", box, err)
+}
+
+func (s *Server) state(box string) *boxState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.boxes[box]
+	if st == nil {
+		st = &boxState{name: box, tunnels: make(chan struct{}, s.cfg.MaxTunnels)}
+		s.boxes[box] = st
+	}
+	return st
+}
+
+// Forget drops the bookkeeping of a destroyed box.
+func (s *Server) Forget(box string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.boxes, box)
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	st, _ := r.Context().Value(boxKey{}).(*boxState)
+	if st == nil {
+		http.Error(w, "no box", http.StatusInternalServerError)
+		return
+	}
+	if r.Method == http.MethodConnect {
+		s.connect(w, r, st)
+		return
+	}
+	if r.URL.IsAbs() || r.URL.Host != "" {
+		// A client with HTTP_PROXY set and no NO_PROXY for the gateway asks
+		// the proxy for the gateway's own URLs: serve them locally.
+		if h := strings.ToLower(r.URL.Hostname()); h == GatewayHost && (r.URL.Port() == "" || r.URL.Port() == "80") && r.URL.Scheme == "http" {
+			s.route(w, r, st)
+			return
+		}
+		s.forward(w, r, st)
+		return
+	}
+	s.route(w, r, st)
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request, st *boxState) {
+	p := r.URL.Path
+	switch {
+	case strings.HasPrefix(p, "/git/"):
+		s.git(w, r, st)
+	case p == "/model" || strings.HasPrefix(p, "/model/"):
+		s.model(w, r, st)
+	case strings.HasPrefix(p, "/mcp/"):
+		s.mcp(w, r, st)
+	default:
+		http.Error(w, "sbx gateway: unknown endpoint (egress goes through HTTP_PROXY/HTTPS_PROXY; git under /git/, the model under /model/, MCP under /mcp/)", http.StatusNotFound)
+	}
+}
+
+func (s *Server) audit(ctx context.Context, d Decision) {
+	s.cfg.Policy.Audit(ctx, d)
+	lvl := slog.LevelDebug
+	if d.Verdict == Deny {
+		lvl = slog.LevelInfo
+	}
+	s.log.Log(ctx, lvl, "boxnet decision", "box", d.Box, "kind", d.Kind, "host", d.Host, "port", d.Port, "addr", d.Addr, "verdict", d.Verdict, "reason", d.Reason)
+}
+
+// cleanSubpath reports whether an URL path is free of dot segments, empty
+// segments and encoded separators, so that what is checked is what the
+// upstream sees.
+func cleanSubpath(r *http.Request) bool {
+	raw := r.URL.EscapedPath()
+	lower := strings.ToLower(raw)
+	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") || strings.Contains(lower, "%2e") || strings.Contains(lower, "%00") {
+		return false
+	}
+	for _, seg := range strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, "\\\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+// stripCredentials removes whatever credentials the box sent: the gateway
+// adds the real ones.
+func stripCredentials(h http.Header) {
+	for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key"} {
+		h.Del(k)
+	}
+}
+
+// joinPath appends a sub path (starting with "/" or empty) to base's path.
+func joinPath(base *url.URL, sub string) *url.URL {
+	u := *base
+	u.User = nil
+	u.Fragment = ""
+	u.RawPath = ""
+	u.Path = strings.TrimSuffix(base.Path, "/") + sub
+	return &u
+}
