@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"sbx.dev/sbx/internal/testutil"
+	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/guest"
 	"sbx.dev/sbx/vm/initramfs"
@@ -34,9 +35,11 @@ func TestParseCmdline(t *testing.T) {
 		{"sbx.debug=0 sbx.modules=", guest.Cmdline{}},
 		{"sbx.modules=virtio_mmio,virtio_console.ko,,ext4 x=y", guest.Cmdline{Modules: []string{"virtio_mmio", "virtio_console.ko", "ext4"}}},
 		{"sbx.debugx=1 sbx.debug", guest.Cmdline{Debug: true}},
+		{"quiet sbx.net=1", guest.Cmdline{Net: true}},
+		{"sbx.net=0 sbx.net", guest.Cmdline{}},
 	} {
 		got := guest.ParseCmdline(tc.in)
-		if got.Debug != tc.want.Debug || strings.Join(got.Modules, ",") != strings.Join(tc.want.Modules, ",") {
+		if got.Debug != tc.want.Debug || got.Net != tc.want.Net || strings.Join(got.Modules, ",") != strings.Join(tc.want.Modules, ",") {
 			t.Errorf("ParseCmdline(%q) = %+v, want %+v", tc.in, got, tc.want)
 		}
 	}
@@ -516,5 +519,12 @@ func BenchmarkGuestPing(b *testing.B) {
 		if _, err := bx.client.Ping(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The guest's copy of the egress contract matches vm's.
+func TestGatewayMatchesVM(t *testing.T) {
+	if guest.GatewayIP != vm.EgressIP || guest.GatewayName != vm.EgressHostname {
+		t.Fatalf("guest %s %s, vm %s %s", guest.GatewayIP, guest.GatewayName, vm.EgressIP, vm.EgressHostname)
 	}
 }

@@ -171,6 +171,7 @@ func (c *lateConsole) Write(p []byte) (int, error) {
 type Cmdline struct {
 	Debug   bool
 	Modules []string
+	Net     bool // sbx.net=1: the box has its egress network device
 }
 
 // ParseCmdline reads the sbx.* keys; anything else is ignored.
@@ -181,6 +182,8 @@ func ParseCmdline(s string) Cmdline {
 		switch k {
 		case "sbx.debug":
 			c.Debug = v == "" || v == "1" || v == "true"
+		case "sbx.net":
+			c.Net = v == "1"
 		case "sbx.modules":
 			for _, m := range strings.Split(v, ",") {
 				if m = strings.TrimSpace(m); m != "" {
@@ -237,6 +240,18 @@ func run(ctx context.Context, console io.Writer, consoleWaited time.Duration, lo
 	}
 	if err := loopbackUp(); err != nil {
 		log.Warn("bring up lo", "err", err)
+	}
+	if cmd.Net {
+		// Asked for by the host: a box that should have its egress path
+		// but cannot configure it fails loudly rather than run without.
+		nic, err := setupNet(2 * time.Second)
+		if err != nil {
+			return err
+		}
+		if err := writeNetFiles("/"); err != nil {
+			return err
+		}
+		log.Debug("network up", "nic", nic, "ip", GuestIP, "gateway", GatewayIP)
 	}
 	if err := unix.Sethostname([]byte(hostname)); err != nil {
 		log.Warn("set hostname", "err", err)

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,6 +47,11 @@ type Config struct {
 	// Init is the static sbx binary for /init; "" means this executable
 	// (the gateway is built with CGO_ENABLED=0).
 	Init string
+	// Forwarder is the program QEMU runs for each connection a box with
+	// an egress socket opens, as `Forwarder vm-fwd SOCKET` (see vm/fwd);
+	// "" means Init, else this executable: the sbx binary has the hidden
+	// vm-fwd command (vm.NewForwardCommand).
+	Forwarder string
 	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches the verdict.
 	Accel  string
 	Debug  bool // guest console to console.log and sbx.debug=1
@@ -58,6 +64,7 @@ type Backend struct {
 	qemu      string
 	kernel    kernel.Kernel
 	initramfs string
+	forwarder string
 	accel     host.Verdict
 	hostKHz   int
 	freePages bool
@@ -110,6 +117,15 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	} else if k, err = kernel.Resolve(dataDir); err != nil {
 		return nil, err
 	}
+	fwdProg := cfg.Forwarder
+	if fwdProg == "" {
+		fwdProg = cfg.Init
+	}
+	if fwdProg == "" {
+		if fwdProg, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("qemu backend: find the sbx binary for vm-fwd: %w", err)
+		}
+	}
 	if cfg.Initramfs == "" {
 		if cfg.Initramfs, err = buildInitramfs(ctx, dataDir, cfg.Init, k); err != nil {
 			return nil, err
@@ -125,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		log = slog.Default()
 	}
 	b := &Backend{
-		dataDir: dataDir, qemu: qemuBin, kernel: k, initramfs: cfg.Initramfs,
+		dataDir: dataDir, qemu: qemuBin, kernel: k, initramfs: cfg.Initramfs, forwarder: fwdProg,
 		hostKHz: host.CPUKHz(), freePages: reportsFreePages(k), debug: cfg.Debug, log: log, boxes: map[string]*box{},
 	}
 	switch cfg.Accel {
@@ -315,13 +331,35 @@ func (b *Backend) machineFor(bx *box) machine {
 		Root: bx.rec.Root != "", HostKHz: b.hostKHz, Debug: b.debug,
 		RAMFile:           filepath.Join(bx.dir, ramFile),
 		FreePageReporting: b.freePages,
+		Egress:            bx.rec.Box.Spec.Egress,
+		Forwarder:         b.forwarder,
 	}
+}
+
+// checkEgress refuses a command line whose egress paths QEMU could misread
+// (the manager checked the socket already; the record may be older).
+func checkEgress(m machine) error {
+	if m.Egress == "" {
+		return nil
+	}
+	if err := vm.ValidEgress(m.Egress); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(m.Forwarder) || strings.ContainsFunc(m.Forwarder, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/_.-+@:=", r))
+	}) {
+		return fmt.Errorf("forwarder program %q: want an absolute path of A-Z a-z 0-9 / _ . - + @ : = (QEMU splits its command line); set qemu.Config.Forwarder", m.Forwarder)
+	}
+	return nil
 }
 
 // launch starts QEMU for m and records its pid.
 func (b *Backend) launch(bx *box, m machine) error {
 	if bx.proc != nil && bx.proc.alive() {
 		return fmt.Errorf("box %q: %w: its machine is running", bx.rec.Box.Name, vm.ErrState)
+	}
+	if err := checkEgress(m); err != nil {
+		return fmt.Errorf("box %q: %w", bx.rec.Box.Name, err)
 	}
 	// Stale sockets from an earlier run would make dials hit nothing.
 	os.Remove(filepath.Join(m.SockDir, qmpSock))
@@ -583,6 +621,9 @@ func (b *Backend) Wake(ctx context.Context, name string) (vm.WakeResult, error) 
 func (b *Backend) restore(ctx context.Context, bx *box, snap string) error {
 	m := bx.rec.Machine // the very machine the snapshot was taken from
 	m.Incoming = true
+	if m.Egress != "" {
+		m.Forwarder = b.forwarder // a host-side program: the current one
+	}
 	if err := b.launch(bx, m); err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/fwd"
 	"sbx.dev/sbx/vm/kernel"
 )
 
@@ -46,11 +48,16 @@ type machine struct {
 	FreePageReporting bool
 	HostKHz           int
 	Debug             bool // guest console to console.log, sbx.debug=1
+	// Egress is the box's gateway socket (vm.Spec.Egress); "" = no network
+	// device. Forwarder is the program QEMU runs per guest connection to
+	// vm.EgressAddr, as `Forwarder vm-fwd Egress`.
+	Egress    string `json:",omitempty"`
+	Forwarder string `json:",omitempty"`
 }
 
 // args returns the QEMU arguments (without argv[0]). The devices are the
-// fewest that work: no network, no PCI, no serial, no display; virtio-mmio
-// for the agent port and the disks.
+// fewest that work: no PCI, no serial, no display; virtio-mmio for the agent
+// port and the disks; a network device only for a box with an egress socket.
 func (m machine) args() []string {
 	mach := "microvm,x-option-roms=off,rtc=on"
 	// no_timer_check: on a busy host the kernel's IO-APIC timer check
@@ -88,6 +95,15 @@ func (m machine) args() []string {
 	if m.Debug {
 		appendLine = append(appendLine, "sbx.debug=1")
 	}
+	// seccomp: a guest that breaks into QEMU meets a filter and cannot
+	// start programs (snapshot files are passed in as descriptors). A box
+	// with egress is the exception, see egressSandbox.
+	sandbox := "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+	if m.Egress != "" {
+		sandbox = egressSandbox
+		// The init waits for the network device and configures it.
+		appendLine = append(appendLine, "sbx.net=1")
+	}
 	if m.RAMFile != "" {
 		mach += ",memory-backend=ram"
 	}
@@ -99,9 +115,7 @@ func (m machine) args() []string {
 		"-m", fmt.Sprintf("%dM", m.MemoryMiB),
 		"-smp", fmt.Sprint(vcpus),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		// seccomp: a guest that breaks into QEMU meets a filter and cannot
-		// start programs (snapshot files are passed in as descriptors).
-		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-sandbox", sandbox,
 		"-kernel", m.Kernel.Path,
 		"-append", strings.Join(appendLine, " "),
 		"-qmp", "unix:" + filepath.Join(m.SockDir, qmpSock) + ",server=on,wait=off",
@@ -123,6 +137,10 @@ func (m machine) args() []string {
 			"-drive", "id=root,if=none,format=qcow2,aio=threads,file="+filepath.Join(m.Dir, rootFile),
 			"-device", "virtio-blk-device,drive=root,serial=sbx-root")
 	}
+	if m.Egress != "" {
+		a = append(a, "-netdev", egressNetdev(m.Forwarder, m.Egress),
+			"-device", "virtio-net-device,netdev=egress")
+	}
 	if m.FreePageReporting {
 		a = append(a, "-device", "virtio-balloon-device,free-page-reporting=on")
 	}
@@ -133,6 +151,28 @@ func (m machine) args() []string {
 		a = append(a, "-incoming", "defer")
 	}
 	return a
+}
+
+// egressSandbox is the seccomp filter of a box with egress: slirp's
+// guestfwd=…-cmd: spawns the forwarder for each guest connection, and the
+// spawned child calls setsid() first, which elevateprivileges=deny answers
+// by killing it (measured on QEMU 7.2: the guest's connection is reset and
+// the forwarder never runs). So both are allowed there, and only there;
+// libseccomp sets no_new_privs with the filter, so nothing QEMU starts can
+// gain privileges through a setuid binary, and the forwarder inherits the
+// rest of the filter.
+const egressSandbox = "on,obsolete=deny,elevateprivileges=allow,spawn=allow,resourcecontrol=deny"
+
+// egressNetdev is the box's one network path: user-mode networking with
+// restrict=on (no route to the host, the internet or slirp's DNS) and one
+// guestfwd that hands every TCP connection to vm.EgressAddr to a fresh
+// forwarder process (cmd:, not tcp:, which would open a single host
+// connection at start and serve one guest connection). Both paths passed
+// vm.ValidEgress, so neither holds a comma (the option separator) nor
+// anything slirp's shell-style splitting of the command would interpret.
+func egressNetdev(forwarder, socket string) string {
+	return fmt.Sprintf("user,id=egress,restrict=on,ipv6=off,guestfwd=tcp:%s-cmd:%s %s %s",
+		vm.EgressAddr, forwarder, fwd.Command, socket)
 }
 
 // reportsFreePages tells from the small kernel's build config (the

@@ -164,9 +164,34 @@ func TestArgs(t *testing.T) {
 			}
 		})
 	}
+	e := small
+	e.Egress, e.Forwarder = "/run/sbx/egress/b.sock", "/usr/local/bin/sbx"
+	line := strings.Join(e.args(), " ")
+	for _, w := range []string{
+		"-netdev user,id=egress,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:80-cmd:/usr/local/bin/sbx vm-fwd /run/sbx/egress/b.sock",
+		"-device virtio-net-device,netdev=egress", "sbx.net=1",
+		"-sandbox on,obsolete=deny,elevateprivileges=allow,spawn=allow,resourcecontrol=deny",
+	} {
+		if !strings.Contains(line, w) {
+			t.Errorf("egress: missing %q in %s", w, line)
+		}
+	}
+	for _, bad := range []machine{
+		{Egress: "/a,b.sock", Forwarder: "/sbx"},
+		{Egress: "/a.sock", Forwarder: "/opt/my app/sbx"},
+		{Egress: "/a.sock", Forwarder: "sbx"},
+		{Egress: "/a.sock", Forwarder: "/sbx,x"},
+	} {
+		if checkEgress(bad) == nil {
+			t.Errorf("checkEgress(%+v) accepted", bad)
+		}
+	}
+	if checkEgress(e) != nil || checkEgress(small) != nil {
+		t.Errorf("checkEgress refused a good machine")
+	}
 	r := small
 	r.Root, r.Incoming, r.RAMFile = true, true, "/d/boxes/b/mem.ram"
-	line := strings.Join(r.args(), " ")
+	line = strings.Join(r.args(), " ")
 	for _, w := range []string{"serial=sbx-root", "format=qcow2", "-incoming defer", ",memory-backend=ram",
 		"memory-backend-file,id=ram,size=256M,mem-path=/d/boxes/b/mem.ram,share=on"} {
 		if !strings.Contains(line, w) {

@@ -14,8 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -43,6 +47,9 @@ type Setup struct {
 	CorruptSnapshot func(t *testing.T, name string)
 	// Spec is the spec of the suite's boxes (zero: manager defaults).
 	Spec vm.Spec
+	// SkipEgress, when not empty, says why the backend cannot give a box
+	// its Spec.Egress path yet, and skips that check.
+	SkipEgress string
 }
 
 const bootTimeout = 3 * time.Minute
@@ -132,6 +139,20 @@ func Run(t *testing.T, s Setup) {
 	if t.Failed() {
 		return
 	}
+
+	t.Run("NoNetworkWithoutEgress", func(t *testing.T) {
+		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"ls", "/sys/class/net"}}, nil)
+		if got := strings.Fields(r.stdout); len(got) > 1 || len(got) == 1 && got[0] != "lo" {
+			t.Errorf("a box without Egress has network interfaces %q", got)
+		}
+	})
+
+	t.Run("Egress", func(t *testing.T) {
+		if s.SkipEgress != "" {
+			t.Skip(s.SkipEgress)
+		}
+		egress(ctx, t, m, spec)
+	})
 
 	t.Run("StatsCPU", func(t *testing.T) {
 		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "while :; do :; done </dev/null >/dev/null 2>&1 & echo $!"}}, nil)
@@ -601,6 +622,119 @@ func Run(t *testing.T, s Setup) {
 	if len(got) < 2 || got[0] != "creating" || got[1] != "running" {
 		t.Errorf("events of %s: %v, want creating, running, ...", box, got)
 	}
+}
+
+// egress boots a box whose Egress socket is a test HTTP server and checks
+// that the gateway is its one way out. The box's root is played by an
+// attacker: it adds a default route itself and names DNS servers, and still
+// reaches nothing else.
+func egress(ctx context.Context, t *testing.T, m *vm.Manager, spec vm.Spec) {
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprintf(w, "gateway says hello to %s %s", r.Method, r.URL.Path)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	// Something on the host to reach if the restriction failed: slirp maps
+	// 10.0.2.2 to the host's loopback, and any host address is one route
+	// away for a guest that adds it.
+	host, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	var leaks atomic.Int32
+	go func() {
+		for {
+			c, err := host.Accept()
+			if err != nil {
+				return
+			}
+			leaks.Add(1)
+			c.Close()
+		}
+	}()
+	port := host.Addr().(*net.TCPAddr).Port
+	hostIP := outboundIP(t)
+
+	es := spec
+	es.Egress = sock
+	const ebox = "conf-egress"
+	if _, err := m.Create(ctx, ebox, es); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy(ctx, ebox)
+	if _, err := m.Start(ctx, ebox); err != nil {
+		t.Fatal(err)
+	}
+	sh := func(script string) result {
+		return run(ctx, t, m, ebox, agent.ExecRequest{Argv: []string{"sh", "-c", script}}, nil)
+	}
+	for _, url := range []string{"http://" + vm.EgressHostname + "/hello", "http://" + vm.EgressIP + "/again"} {
+		r := sh("wget -q -O- " + url)
+		want := "gateway says hello to GET /" + url[strings.LastIndex(url, "/")+1:]
+		if r.status.Code != 0 || r.stdout != want {
+			t.Fatalf("wget %s: exit %d, stdout %q, stderr %q; want %q", url, r.status.Code, r.stdout, r.stderr, want)
+		}
+	}
+	// Several connections at once: one forwarder each.
+	r := sh("for i in 1 2 3 4 5 6; do wget -q -O- http://" + vm.EgressIP + "/p$i & done; wait")
+	if n := strings.Count(r.stdout, "gateway says hello"); n != 6 {
+		t.Errorf("6 parallel requests: %d answers: %q %q", n, r.stdout, r.stderr)
+	}
+	if r := sh("ip route add default via 10.0.2.2"); r.status.Code != 0 {
+		t.Logf("ip route add default: %q (the checks below run without it)", r.stderr)
+	}
+	before := hits.Load()
+	for _, c := range []struct{ what, script string }{
+		{"the host's loopback via 10.0.2.2", fmt.Sprintf("nc -w 3 10.0.2.2 %d </dev/null", port)},
+		{"the host's address", fmt.Sprintf("nc -w 3 %s %d </dev/null", hostIP, port)},
+		{"another port of the gateway address", fmt.Sprintf("nc -w 3 %s %d </dev/null", vm.EgressIP, port)},
+		{"a public address", "nc -w 3 1.1.1.1 80 </dev/null"},
+		{"DNS by name", "nslookup example.com"},
+		{"QEMU's DNS server", "nslookup example.com 10.0.2.3"},
+		{"a public DNS server", "nslookup example.com 8.8.8.8"},
+	} {
+		if r := sh("timeout 10 " + c.script); r.status.Code == 0 {
+			t.Errorf("%s reachable from the box: %q → %q", c.what, c.script, r.stdout)
+		}
+	}
+	if n := leaks.Load(); n != 0 {
+		t.Errorf("the host listener accepted %d connections from the box", n)
+	}
+	if n := hits.Load(); n != before {
+		t.Errorf("the gateway got %d requests from the blocked checks", n-before)
+	}
+	// The path survives a sleep and wake (slirp's state is in the snapshot).
+	if _, err := m.Sleep(ctx, ebox); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Wake(ctx, ebox); err != nil {
+		t.Fatal(err)
+	}
+	if r := sh("wget -q -O- http://" + vm.EgressHostname + "/woken"); r.stdout != "gateway says hello to GET /woken" {
+		t.Errorf("after wake: exit %d, %q %q", r.status.Code, r.stdout, r.stderr)
+	}
+}
+
+// outboundIP is a non-loopback IPv4 address of this host.
+func outboundIP(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			return ip.IP.String()
+		}
+	}
+	return "192.0.2.1" // none: a documentation address stands in
 }
 
 type result struct {
