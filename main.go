@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/gateway"
 	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/vm"
@@ -42,6 +43,8 @@ func newRoot() *cobra.Command {
 		gateway.NewConfigCommand(),
 		vm.NewDoctorCommand(),
 		hooks.NewCommand(),
+		boxcmd.NewCommand(),
+		vm.NewForwardCommand(),
 	)
 	return root
 }

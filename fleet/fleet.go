@@ -281,4 +281,9 @@ func (f *Fleet) entry(caller keys.Actor, action, box string) audit.Entry {
 }
 
 // system is the actor of the core's own actions (timers, the pool).
-var system = keys.Actor{User: "sbx", Role: keys.RoleAdmin, Front: "core"}
+func system() keys.Actor { return keys.Actor{User: "sbx", Role: keys.RoleAdmin, Front: "core"} }
+
+func (f *Fleet) logDir() string { return filepath.Join(f.dataDir, "logs") }
+
+// logPath is the box's log file (runlog's naming).
+func (f *Fleet) logPath(name string) string { return filepath.Join(f.logDir(), name+".log") }

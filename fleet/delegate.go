@@ -1,0 +1,476 @@
+package fleet
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/agent"
+)
+
+// Limits of a delegation.
+const (
+	MaxTaskBytes = 64 << 10
+	MaxRepos     = 8
+	maxAllow     = 64
+)
+
+// checked is a validated delegation, ready to run.
+type checked struct {
+	req     DelegateRequest
+	task    string
+	profile profile
+	allow   []string
+	repos   []clonedRepo
+}
+
+type clonedRepo struct {
+	Repo
+	hostDir string // the clone on the host, removed after copying in
+}
+
+func (f *Fleet) delegate(ctx context.Context, caller keys.Actor, req DelegateRequest) (Box, error) {
+	e := f.entry(caller, "box.delegate", "")
+	c, err := f.check(ctx, caller, req)
+	defer c.cleanup()
+	if err != nil {
+		e.Detail = "refused"
+		f.audit.Finish(ctx, e, err, "denied")
+		return Box{}, f.safeErr(err)
+	}
+	rec, err := f.start(ctx, caller, c)
+	if err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	b, err := f.view(ctx, rec)
+	return b, f.safeErr(err)
+}
+
+func (c *checked) cleanup() {
+	if c == nil {
+		return
+	}
+	for _, r := range c.repos {
+		if r.hostDir != "" {
+			os.RemoveAll(filepath.Dir(r.hostDir))
+		}
+	}
+}
+
+// check validates everything before anything is created: task, profile,
+// allow-list, caps, and each repo cloned on the host at its ref.
+func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateRequest) (*checked, error) {
+	c := &checked{req: req}
+	c.task = strings.TrimSpace(req.Task)
+	switch {
+	case c.task == "":
+		return c, fmt.Errorf("empty task: say what the agent should do: %w", ErrInvalid)
+	case len(c.task) > MaxTaskBytes:
+		return c, fmt.Errorf("task is %d bytes (max %d): %w", len(c.task), MaxTaskBytes, ErrInvalid)
+	case !utf8.ValidString(c.task) || strings.ContainsRune(c.task, 0):
+		return c, fmt.Errorf("task is not valid UTF-8 text: %w", ErrInvalid)
+	}
+	name := req.Agent
+	if name == "" {
+		name = "claude"
+	}
+	p, ok := profiles()[name]
+	if !ok {
+		return c, unknownProfile(name)
+	}
+	c.profile = p
+	allow, err := cleanAllow(req.Allow)
+	if err != nil {
+		return c, err
+	}
+	c.allow = allow
+	if len(req.Repos) > MaxRepos {
+		return c, fmt.Errorf("%d repos (max %d): %w", len(req.Repos), MaxRepos, ErrInvalid)
+	}
+	if err := f.checkCaps(ctx, caller); err != nil {
+		return c, err
+	}
+	seen := map[string]bool{}
+	for _, rs := range req.Repos {
+		r, err := f.cloneOnHost(ctx, caller, rs, seen)
+		if err != nil {
+			return c, err
+		}
+		c.repos = append(c.repos, r)
+	}
+	return c, nil
+}
+
+func (f *Fleet) checkCaps(ctx context.Context, caller keys.Actor) error {
+	recs, err := f.loadAll(ctx)
+	if err != nil {
+		return err
+	}
+	mine, all := 0, 0
+	for _, r := range recs {
+		if r.State == Destroyed {
+			continue
+		}
+		all++
+		if r.Owner == caller.User {
+			mine++
+		}
+	}
+	f.mu.Lock()
+	p := f.policy
+	f.mu.Unlock()
+	if p.MaxBoxesPerUser > 0 && mine >= p.MaxBoxesPerUser {
+		return fmt.Errorf("you have %d boxes, the most allowed per user (fleet.max_boxes_per_user=%d); remove one with rm: %w", mine, p.MaxBoxesPerUser, ErrLimit)
+	}
+	if p.MaxBoxesPerHost > 0 && all >= p.MaxBoxesPerHost {
+		return fmt.Errorf("this host runs %d boxes, its maximum (fleet.max_boxes_per_host=%d); try later: %w", all, p.MaxBoxesPerHost, ErrLimit)
+	}
+	return nil
+}
+
+// validRef accepts branch, tag and commit names and nothing an option
+// parser or a shell could take for something else.
+func validRef(ref string) error {
+	if ref == "" {
+		return nil
+	}
+	bad := len(ref) > 200 || ref[0] == '-' || ref[0] == '/' || strings.Contains(ref, "..") ||
+		strings.HasSuffix(ref, "/") || strings.HasSuffix(ref, ".lock") || strings.Contains(ref, "@{")
+	for _, r := range ref {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._/-", r)
+		bad = bad || !ok
+	}
+	if bad {
+		return fmt.Errorf("bad ref %q: want a branch, tag or commit name: %w", ref, ErrInvalid)
+	}
+	return nil
+}
+
+// cloneOnHost clones a repo with the caller's account that reaches it into a
+// temporary directory, checks out the ref and starts the box's branch. The
+// token travels in git's environment only (accounts.GitEnv): nothing of it
+// lands in the clone.
+func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec, seen map[string]bool) (clonedRepo, error) {
+	repo, err := f.accounts.ResolveRepo(strings.TrimSpace(rs.Repo))
+	if err != nil {
+		return clonedRepo{}, fmt.Errorf("repo %q: %w: %w", rs.Repo, ErrInvalid, err)
+	}
+	if err := validRef(rs.Ref); err != nil {
+		return clonedRepo{}, err
+	}
+	full := repo.String()
+	if seen[full] {
+		return clonedRepo{}, fmt.Errorf("repo %s given twice: %w", full, ErrInvalid)
+	}
+	seen[full] = true
+	acct, token, err := f.accounts.ForRepo(ctx, caller.User, repo)
+	if err != nil {
+		if errors.Is(err, accounts.ErrNoAccount) {
+			return clonedRepo{}, fmt.Errorf("repo %s: none of your GitHub accounts can reach it (add one with `account add`): %w: %w", full, ErrInvalid, err)
+		}
+		return clonedRepo{}, fmt.Errorf("repo %s: %w: %w", full, ErrUnavailable, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(f.dataDir, "staging"), "clone-")
+	if err != nil {
+		if err := os.MkdirAll(filepath.Join(f.dataDir, "staging"), 0o700); err != nil {
+			return clonedRepo{}, err
+		}
+		if tmp, err = os.MkdirTemp(filepath.Join(f.dataDir, "staging"), "clone-"); err != nil {
+			return clonedRepo{}, err
+		}
+	}
+	dir := filepath.Join(tmp, repo.Name)
+	url := f.accounts.CloneURL(repo)
+	env := append(f.accounts.GitEnv(token), f.gitEnv...)
+	if out, err := f.git(ctx, "", env, "clone", "--quiet", "--", url, dir); err != nil {
+		os.RemoveAll(tmp)
+		return clonedRepo{}, fmt.Errorf("repo %s: clone failed: %s: %w", full, out, ErrUnavailable)
+	}
+	if rs.Ref != "" {
+		if _, err := f.git(ctx, dir, nil, "checkout", "--quiet", rs.Ref, "--"); err != nil {
+			os.RemoveAll(tmp)
+			return clonedRepo{}, fmt.Errorf("repo %s has no branch, tag or commit %q: %w", full, rs.Ref, ErrInvalid)
+		}
+	}
+	base, err := f.git(ctx, dir, nil, "rev-parse", "HEAD")
+	if err != nil {
+		os.RemoveAll(tmp)
+		return clonedRepo{}, fmt.Errorf("repo %s: empty repository? %s: %w", full, base, ErrInvalid)
+	}
+	return clonedRepo{
+		Repo:    Repo{Name: full, Ref: rs.Ref, Base: strings.TrimSpace(base), Account: acct.Name, URL: url, Dir: repo.Name},
+		hostDir: dir,
+	}, nil
+}
+
+// git runs git on the host with a clean, non-interactive environment.
+func (f *Fleet) git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + f.dataDir, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false",
+		"GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C",
+	}, env...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// boxName makes a name from the task's first words and a random suffix.
+func boxName(task string) string {
+	var words []string
+	for _, w := range strings.Fields(strings.ToLower(task)) {
+		var b strings.Builder
+		for _, r := range w {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				b.WriteRune(r)
+			}
+		}
+		if b.Len() > 0 {
+			words = append(words, b.String())
+		}
+		if len(words) == 3 {
+			break
+		}
+	}
+	slug := strings.Join(words, "-")
+	if len(slug) > 40 {
+		slug = strings.Trim(slug[:40], "-")
+	}
+	if slug == "" {
+		slug = "box"
+	}
+	var suf [3]byte
+	_, _ = rand.Read(suf[:])
+	return slug + "-" + hex.EncodeToString(suf[:])
+}
+
+// start creates the box record, gets a machine, copies the repos in,
+// installs the agent's settings and starts the first turn.
+func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (record, error) {
+	now := f.now()
+	rec := record{
+		Name: boxName(c.task), Owner: caller.User, State: Creating, Agent: c.profile.name,
+		Task: c.task, Allow: c.allow, Keep: c.req.Keep, Created: now, Updated: now,
+	}
+	for _, r := range c.repos {
+		r.Branch = "sbx/" + rec.Name
+		r.Push = true
+		rec.Repos = append(rec.Repos, r.Repo)
+	}
+	rt := f.rt(rec.Name)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	d, err := doc(rec)
+	if err != nil {
+		return rec, err
+	}
+	e := f.entry(caller, "box.create", rec.Name)
+	e.Detail = fmt.Sprintf("agent=%s repos=%d", rec.Agent, len(rec.Repos))
+	if err := f.store.InsertBox(ctx, d, e); err != nil {
+		return rec, err
+	}
+	f.audit.Finish(ctx, e, nil, "")
+	f.emit(rec, EventState, "")
+
+	fail := func(err error) (record, error) {
+		rec.Reason = err.Error()
+		_ = f.transition(context.WithoutCancel(ctx), &rec, Failed, caller, "box.fail", rec.Reason)
+		return rec, err
+	}
+	vmName, err := f.acquire(ctx, rec.Name)
+	if err != nil {
+		return fail(err)
+	}
+	rec.VM = vmName
+	rec.Started = f.now()
+	if mb, err := f.vm.Get(vmName); err == nil {
+		rec.Deadline = mb.Deadline()
+	}
+	if err := f.save(ctx, rec, audit.Entry{}); err != nil {
+		return fail(err)
+	}
+	for i, r := range c.repos {
+		if _, err := f.git(ctx, r.hostDir, nil, "checkout", "--quiet", "-b", rec.Repos[i].Branch); err != nil {
+			return fail(fmt.Errorf("repo %s: create branch: %w", r.Name, err))
+		}
+		if err := f.copyIn(ctx, vmName, r.hostDir, r.Dir); err != nil {
+			return fail(fmt.Errorf("repo %s: copy into the box: %w", r.Name, err))
+		}
+	}
+	if err := f.setup(ctx, vmName, c.task); err != nil {
+		return fail(fmt.Errorf("set up the agent: %w", err))
+	}
+	if err := f.startTurn(ctx, &rec, c.task, caller, "box.start"); err != nil {
+		return fail(err)
+	}
+	return rec, nil
+}
+
+
+// copyIn streams a host directory into the box's /workspace/dir as a tar.
+func (f *Fleet) copyIn(ctx context.Context, vmName, hostDir, dir string) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeTar(pw, hostDir)) }()
+	if err := f.vm.MkdirAll(ctx, vmName, dir, 0o755); err != nil {
+		pr.Close()
+		return err
+	}
+	err := f.vm.TarIn(ctx, vmName, dir, pr)
+	pr.Close()
+	return err
+}
+
+func writeTar(w io.Writer, root string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(path); err != nil {
+				return err
+			}
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			fh, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, fh)
+			fh.Close()
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// setupScript prepares the guest for the agent: its settings with the
+// hooks, the side lane's settings, git identity, the turn directory.
+const setupScript = `set -e
+mkdir -p /root/.claude /var/lib/sbx/turns
+printf '%s' "$SBX_SETTINGS" > /root/.claude/settings.json
+printf '%s' "$SBX_SIDE_SETTINGS" > /var/lib/sbx/side-settings.json
+if command -v git >/dev/null 2>&1; then
+  git config --global user.name "sbx agent"
+  git config --global user.email agent@sbx.invalid
+  git config --global --add safe.directory '*'
+fi
+`
+
+// setup installs hooks and settings in the guest and writes the task file.
+func (f *Fleet) setup(ctx context.Context, vmName, task string) error {
+	out, err := f.run(ctx, vmName, agent.ExecRequest{
+		Argv: []string{"/bin/sh", "-c", setupScript},
+		Env: []string{
+			"SBX_SETTINGS=" + string(hookSettings("guard", "ask-gate")),
+			"SBX_SIDE_SETTINGS=" + string(hookSettings("guard", "read-only")),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return f.vm.WriteFile(ctx, vmName, ".agent.task", 0o644, strings.NewReader(task+"\n"))
+}
+
+// run executes a command in a machine and returns its combined output; a
+// non-zero exit is an error.
+func (f *Fleet) run(ctx context.Context, vmName string, req agent.ExecRequest) (string, error) {
+	p, err := f.vm.Exec(ctx, vmName, req)
+	if err != nil {
+		return "", err
+	}
+	p.Stdin().Close()
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() { io.Copy(&out, io.LimitReader(p.Stderr(), 1<<20)); close(done) }()
+	var so bytes.Buffer
+	io.Copy(&so, io.LimitReader(p.Stdout(), 64<<20))
+	<-done
+	st, err := p.Wait()
+	if err != nil {
+		return so.String(), err
+	}
+	if st.Code != 0 {
+		return so.String() + out.String(), fmt.Errorf("%s exited %d%s", req.Argv[0], st.Code, sig(st.Signal))
+	}
+	return so.String(), nil
+}
+
+func sig(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// acquire claims a warm box or boots a new one, returning its vm name.
+func (f *Fleet) acquire(ctx context.Context, name string) (string, error) {
+	if vmName, ok := f.claim(); ok {
+		f.log.Info("claimed a warm box", "box", name, "vm", vmName)
+		f.refill()
+		return vmName, nil
+	}
+	f.mu.Lock()
+	spec := f.policy.Spec
+	spec.MaxDuration = f.policy.MaxDuration
+	f.mu.Unlock()
+	if _, err := f.vm.Create(ctx, name, spec); err != nil {
+		return "", vmErr(err)
+	}
+	if _, err := f.vm.Start(ctx, name); err != nil {
+		_ = f.vm.Destroy(context.WithoutCancel(ctx), name)
+		return "", vmErr(err)
+	}
+	f.refill()
+	return name, nil
+}
+
+// vmErr maps the vm's errors to the core's.
+func vmErr(err error) error {
+	switch {
+	case errors.Is(err, vm.ErrLimit):
+		return fmt.Errorf("%w: %w", ErrLimit, err)
+	case errors.Is(err, vm.ErrNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, vm.ErrState):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}

@@ -1,0 +1,351 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet/boxcmd"
+	"sbx.dev/sbx/fleet/runlog"
+	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/vm/agent"
+)
+
+// maxLine caps one raw output line; longer lines are cut (the rest still
+// reaches the log as following lines).
+const maxLine = 1 << 20
+
+func turnFiles(turn int) (out, exit string) {
+	base := path.Join(boxcmd.TurnDir, strconv.Itoa(turn))
+	return base + ".out", base + ".exit"
+}
+
+// workDir is where the agent starts: the repo when there is one.
+func workDir(rec record) string {
+	if len(rec.Repos) == 1 {
+		return "/workspace/" + rec.Repos[0].Dir
+	}
+	return "/workspace"
+}
+
+// agentEnv is the environment of the agent's process.
+func (f *Fleet) agentEnv(rec record) []string {
+	return []string{"HOME=/root", "SBX_BOX=" + rec.Name, "CI=1", "DISABLE_AUTOUPDATER=1"}
+}
+
+// startTurn starts a turn of the agent with message (the task, an answer
+// or a follow-up) and starts following it. The box shows running at once.
+// The caller holds the box's lock.
+func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, actor keys.Actor, action string) error {
+	p, ok := profiles()[rec.Agent]
+	if !ok {
+		return unknownProfile(rec.Agent)
+	}
+	session := rec.Session
+	if rec.Turn == 0 {
+		session = ""
+	}
+	rec.Turn++
+	rec.TurnRaw, rec.TurnDone, rec.Question = 0, false, ""
+	out, exit := turnFiles(rec.Turn)
+	argv := append([]string{guestSBX, "box", "run", "--out", out, "--exit", exit, "--dir", workDir(*rec), "--"},
+		p.argv(message, session)...)
+	who := actor.User
+	if who == "" {
+		who = actor.Front
+	}
+	header := fmt.Sprintf("── turn %d · %s · %s ──\n", rec.Turn, turnKind(action), who)
+	if rec.Turn > 1 {
+		header = "\n" + header
+	}
+	if action != "box.start" {
+		header += "> " + strings.ReplaceAll(message, "\n", "\n> ") + "\n"
+	}
+	if err := f.appendLog(rec.Name, header); err != nil {
+		return err
+	}
+	if o, err := f.run(ctx, rec.VM, agent.ExecRequest{Argv: argv, Env: f.agentEnv(*rec)}); err != nil {
+		return fmt.Errorf("start the %s agent: %w: %s", rec.Agent, err, o)
+	}
+	rec.State = Running
+	rec.LastOutput = f.now()
+	e := f.entry(actor, action, rec.Name)
+	e.Detail = fmt.Sprintf("turn %d", rec.Turn)
+	if err := f.save(ctx, *rec, e); err != nil {
+		return err
+	}
+	f.follow(*rec)
+	return nil
+}
+
+func turnKind(action string) string {
+	switch action {
+	case "box.start":
+		return "task"
+	case "box.answer":
+		return "answer"
+	}
+	return "follow-up"
+}
+
+// log returns the box's open log.
+func (f *Fleet) openLog(name string) (*runlog.Log, error) {
+	rt := f.rt(name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if rt.log != nil {
+		return rt.log, nil
+	}
+	l, err := runlog.Open(f.logDir(), name)
+	if err != nil {
+		return nil, err
+	}
+	rt.log = l
+	return l, nil
+}
+
+func (f *Fleet) appendLog(name, text string) error {
+	l, err := f.openLog(name)
+	if err != nil {
+		return err
+	}
+	_, err = l.Write([]byte(text))
+	return err
+}
+
+// follow starts the goroutine that streams the current turn's output into
+// the box's log and ends the turn. The caller holds the box's lock.
+func (f *Fleet) follow(rec record) {
+	rt := f.rt(rec.Name)
+	f.stopFollow(rt)
+	ctx, cancel := context.WithCancel(f.ctx)
+	stopped := make(chan struct{})
+	rt.stop, rt.stopped = cancel, stopped
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		defer close(stopped)
+		f.followTurn(ctx, rec)
+	}()
+}
+
+// stopFollow ends the follower of a box and waits for it.
+func (f *Fleet) stopFollow(rt *boxRT) {
+	if rt.stop != nil {
+		rt.stop()
+		<-rt.stopped
+		rt.stop, rt.stopped = nil, nil
+	}
+}
+
+// followTurn runs `sbx box follow` in the guest from the raw offset the
+// store holds, logs what the profile's parser makes of each line, and ends
+// the turn when the agent exits. A broken stream is resumed from the last
+// stored offset; a cancelled ctx (sleep, destroy, shutdown) leaves the turn
+// running for the next follower.
+func (f *Fleet) followTurn(ctx context.Context, rec record) {
+	p := profiles()[rec.Agent]
+	parser := p.newParser()
+	out, exit := turnFiles(rec.Turn)
+	raw := rec.TurnRaw
+	backoff := 100 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil {
+			return
+		}
+		code, n, err := f.followOnce(ctx, rec, parser, out, exit, raw)
+		raw += n
+		if err == nil {
+			f.endTurn(ctx, rec.Name, rec.Turn, code, parser, raw)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		f.log.Warn("following a turn failed; retrying", "box", rec.Name, "turn", rec.Turn, "err", err)
+		if attempt >= 20 {
+			f.endTurn(ctx, rec.Name, rec.Turn, -1, parser, raw)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// followOnce streams from raw; it returns the agent's exit code, how many
+// raw bytes it consumed, and an error when the stream broke first.
+func (f *Fleet) followOnce(ctx context.Context, rec record, parser parser, out, exit string, raw int64) (int, int64, error) {
+	proc, err := f.vm.Exec(ctx, rec.VM, agent.ExecRequest{
+		Argv: []string{guestSBX, "box", "follow", "--exit", exit, "--from", strconv.FormatInt(raw, 10), out},
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	proc.Stdin().Close()
+	go io.Copy(io.Discard, proc.Stderr())
+	logf, err := f.openLog(rec.Name)
+	if err != nil {
+		return 0, 0, err
+	}
+	br := bufio.NewReaderSize(proc.Stdout(), 64<<10)
+	var consumed int64
+	lastSave := time.Now()
+	lastEvent := time.Time{}
+	flush := func(force bool) {
+		if !force && time.Since(lastSave) < time.Second {
+			return
+		}
+		lastSave = time.Now()
+		f.noteOutput(rec.Name, rec.Turn, raw+consumed, parser.session())
+	}
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// An overlong line: log what we have and go on.
+			err = nil
+		}
+		if len(line) > 0 && (err == nil || errors.Is(err, io.EOF)) {
+			text := parser.line(trimNL(line))
+			if text != "" {
+				if _, werr := logf.Write([]byte(text)); werr != nil {
+					return 0, consumed, werr
+				}
+			}
+			consumed += int64(len(line))
+			if time.Since(lastEvent) > 250*time.Millisecond {
+				lastEvent = time.Now()
+				f.hub.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: EventOutput, State: Running, At: f.now()})
+			}
+			flush(false)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			flush(true)
+			return 0, consumed, err
+		}
+	}
+	st, err := proc.Wait()
+	flush(true)
+	if err != nil {
+		return 0, consumed, err
+	}
+	if st.Code == boxcmd.ExitFollowError {
+		return 0, consumed, fmt.Errorf("sbx box follow failed in the guest")
+	}
+	if st.Signal != "" {
+		return 0, consumed, fmt.Errorf("sbx box follow killed by %s", st.Signal)
+	}
+	return st.Code, consumed, nil
+}
+
+func trimNL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		return b[:n-1]
+	}
+	return b
+}
+
+// noteOutput records the raw offset reached and when output last came, so
+// a restarted gateway resumes there and idle sleep counts from it.
+func (f *Fleet) noteOutput(name string, turn int, raw int64, session string) {
+	rt := f.rt(name)
+	if !rt.mu.TryLock() {
+		return // a lifecycle action holds it; the next flush records it
+	}
+	defer rt.mu.Unlock()
+	ctx := context.WithoutCancel(f.ctx)
+	rec, err := f.load(ctx, name)
+	if err != nil || rec.Turn != turn || rec.TurnDone {
+		return
+	}
+	rec.TurnRaw = raw
+	rec.LastOutput = f.now()
+	if session != "" {
+		rec.Session = session
+	}
+	if err := f.save(ctx, rec, audit.Entry{}); err != nil {
+		f.log.Warn("record output offset", "box", name, "err", err)
+	}
+}
+
+// endTurn closes a turn: a question makes the box wait, a queued follow-up
+// starts the next turn, otherwise the box is done.
+func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser parser, raw int64) {
+	rt := f.rt(name)
+	for !rt.mu.TryLock() {
+		// Whoever holds the lock may be waiting for this follower to stop.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	defer rt.mu.Unlock()
+	bg := context.WithoutCancel(ctx)
+	rec, err := f.load(bg, name)
+	if err != nil || rec.Turn != turn || rec.TurnDone || rec.State == Destroyed {
+		return
+	}
+	rec.TurnDone, rec.TurnRaw = true, raw
+	if s := parser.session(); s != "" {
+		rec.Session = s
+	}
+	rec.CostUSD += parser.cost()
+	status := "exit " + strconv.Itoa(code)
+	if code == -1 {
+		status = "lost (the box's agent could not be followed)"
+	}
+	_ = f.appendLog(name, fmt.Sprintf("── turn %d ended: %s ──\n", turn, status))
+	if q := f.question(bg, rec); q != "" {
+		rec.Question = q
+		if err := f.transition(bg, &rec, Waiting, system(), "box.question", ""); err != nil {
+			f.log.Error("record question", "box", name, "err", err)
+			return
+		}
+		f.emit(rec, EventQuestion, q)
+		return
+	}
+	items, err := f.store.ListInbox(bg, name)
+	if err == nil && len(items) > 0 {
+		it := items[0]
+		if _, err := f.store.DeleteInbox(bg, name, it.ID, audit.Entry{}); err == nil {
+			f.emit(rec, EventInbox, "")
+			actor := keys.Actor{User: it.By, Front: "inbox"}
+			if err := f.startTurn(bg, &rec, it.Text, actor, "box.followup"); err == nil {
+				return
+			} else {
+				rec.Reason = err.Error()
+			}
+		}
+	}
+	if code != 0 && rec.Reason == "" {
+		rec.Reason = "agent " + status
+	}
+	if err := f.transition(bg, &rec, Done, system(), "box.done", status); err != nil {
+		f.log.Error("record end of turn", "box", name, "err", err)
+	}
+}
+
+// question reads the pending question file, "" when there is none.
+func (f *Fleet) question(ctx context.Context, rec record) string {
+	rc, err := f.vm.ReadFile(ctx, rec.VM, questionFile)
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 16<<10))
+	return strings.TrimSpace(string(b))
+}
