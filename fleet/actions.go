@@ -30,7 +30,7 @@ func checkText(what, text string) (string, error) {
 	return t, nil
 }
 
-func (f *Fleet) answer(ctx context.Context, caller keys.Actor, name, text string, force bool) (AnswerResult, error) {
+func (f *Fleet) answer(ctx context.Context, caller keys.Actor, name, text string, force, strict bool) (AnswerResult, error) {
 	t, err := checkText("answer", text)
 	if err != nil {
 		return AnswerResult{}, f.safeErr(err)
@@ -40,6 +40,10 @@ func (f *Fleet) answer(ctx context.Context, caller keys.Actor, name, text string
 		return AnswerResult{}, f.safeErr(err)
 	}
 	defer rt.mu.Unlock()
+	if strict && rec.Question == "" {
+		err := fmt.Errorf("box %q has no pending question (it is %s); send a follow-up instead: %w", name, rec.State, ErrConflict)
+		return AnswerResult{}, f.safeErr(err)
+	}
 	res, err := f.answerLocked(ctx, caller, rt, &rec, t, force)
 	if err != nil {
 		f.audit.Finish(ctx, f.entry(caller, "box.answer", name), err, "error")

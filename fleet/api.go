@@ -46,13 +46,20 @@ func (f *Fleet) Logs(ctx context.Context, caller keys.Actor, name string, from i
 	return f.logs(ctx, caller, name, from, follow)
 }
 
-// Answer answers the pending question (the agent resumes with text as its
-// next message and the box shows running at once); with no question it
-// sends a follow-up: a new turn when the agent is done, or, mid-turn, a
-// queued inbox item unless force, which interrupts the turn and resumes
+// Answer answers the pending question: the question file is cleared, the
+// agent resumes with text as its next message, and the box shows running at
+// once (a sleeping box is woken first). With no pending question it is
+// ErrConflict: use FollowUp to send a new message.
+func (f *Fleet) Answer(ctx context.Context, caller keys.Actor, name, text string) (AnswerResult, error) {
+	return f.answer(ctx, caller, name, text, false, true)
+}
+
+// FollowUp sends the agent a message: it answers a pending question, starts
+// a new turn when the agent is done, and mid-turn queues it in the inbox
+// (Outcome Queued) unless force, which interrupts the turn and resumes
 // with text.
-func (f *Fleet) Answer(ctx context.Context, caller keys.Actor, name, text string, force bool) (AnswerResult, error) {
-	return f.answer(ctx, caller, name, text, force)
+func (f *Fleet) FollowUp(ctx context.Context, caller keys.Actor, name, text string, force bool) (AnswerResult, error) {
+	return f.answer(ctx, caller, name, text, force, false)
 }
 
 // Inbox lists the follow-ups queued for the box, oldest first.

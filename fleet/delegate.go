@@ -321,7 +321,6 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 	return rec, nil
 }
 
-
 // copyIn streams a host directory into the box's /workspace/dir as a tar.
 func (f *Fleet) copyIn(ctx context.Context, vmName, hostDir, dir string) error {
 	pr, pw := io.Pipe()

@@ -158,4 +158,3 @@ func (f *Fleet) transition(ctx context.Context, rec *record, to State, actor key
 	}
 	return f.save(ctx, *rec, e)
 }
-
