@@ -22,8 +22,11 @@ const DefaultWorkspace = "/workspace"
 // decision), unless SBX_HOOK_LOG or --log names another file.
 const LogFile = ".agent.hooks.log"
 
-// deciders are the hooks by name. guard (issue 7) joins them here.
+// deciders are the hooks by name.
 var deciders = map[string]func(cfg Config) func(*Input) Decision{
+	"guard": func(cfg Config) func(*Input) Decision {
+		return Guard{Home: cfg.Home, Workspace: cfg.Workspace, Log: cfg.Log}.Decide
+	},
 	"ask-gate": func(cfg Config) func(*Input) Decision {
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
 	},
@@ -44,6 +47,7 @@ func Names() []string {
 type Config struct {
 	Workspace string // absolute; default DefaultWorkspace
 	Log       string // default Workspace/LogFile
+	Home      string // the agent's home (HOME); default DefaultHome
 }
 
 // Main runs `sbx hook` with its arguments (NAME and flags), the PreToolUse
@@ -59,7 +63,7 @@ func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) 
 	}()
 	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	cfg := Config{Workspace: getenv("SBX_WORKSPACE"), Log: getenv("SBX_HOOK_LOG")}
+	cfg := Config{Workspace: getenv("SBX_WORKSPACE"), Log: getenv("SBX_HOOK_LOG"), Home: getenv("HOME")}
 	fs.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "workspace directory")
 	fs.StringVar(&cfg.Log, "log", cfg.Log, "decision log file")
 	if err := fs.Parse(args); err != nil {
@@ -77,6 +81,9 @@ func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) 
 	}
 	if cfg.Log == "" {
 		cfg.Log = filepath.Join(cfg.Workspace, LogFile)
+	}
+	if !filepath.IsAbs(cfg.Home) {
+		cfg.Home = DefaultHome
 	}
 
 	in, err := ParseInput(stdin)

@@ -1,0 +1,366 @@
+package hooks
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Guard is the driver lane's PreToolUse hook (issue 7): it denies editing
+// or reading the control plane, credential exfiltration, runtime
+// reconfiguration and deleting system directories. Bash commands are
+// decided on their mvdan.cc/sh syntax tree (see CheckGuard); file tools on
+// their normalized path.
+type Guard struct {
+	// Home is the agent's home directory (HOME, default /root). /root is
+	// protected as well when they differ.
+	Home string
+	// Workspace is the box's workspace, where the controller's files live.
+	Workspace string
+	// Log is the decision log, protected like the controller's files.
+	Log string
+}
+
+// DefaultHome is the agent's home when HOME is not set: it runs as root.
+const DefaultHome = "/root"
+
+// hookBinary is where the guest installs sbx (vm/guest.InstalledPath);
+// overwriting it, or shadowing it earlier in PATH, would disable every hook.
+const hookBinary = "/usr/local/bin/sbx"
+
+// guardTools classifies the tools Claude Code offers. Anything else is
+// denied: a new tool must be looked at before the guard lets it through.
+var guardTools = map[string]string{
+	"Bash": "bash", "Write": "write", "Edit": "write", "MultiEdit": "write", "NotebookEdit": "notebook",
+	"Read": "read", "NotebookRead": "notebook-read", "Grep": "search", "Glob": "search", "LS": "search",
+	"BashOutput": "ok", "KillShell": "ok", "KillBash": "ok", "WebFetch": "ok", "WebSearch": "ok",
+	"Task": "ok", "Agent": "ok", "TodoWrite": "ok", "TodoRead": "ok", "ExitPlanMode": "ok",
+	"EnterPlanMode": "ok", "AskUserQuestion": "ok", "SlashCommand": "ok", "Skill": "ok", "LSP": "ok",
+	"ListMcpResourcesTool": "ok", "ReadMcpResourceTool": "ok",
+}
+
+// Decide rules on one tool call.
+func (g Guard) Decide(in *Input) Decision {
+	kind, ok := guardTools[in.ToolName]
+	if !ok && strings.HasPrefix(in.ToolName, "mcp__") {
+		// The operator's MCP servers, reached through the gateway.
+		kind, ok = "ok", true
+	}
+	if !ok {
+		return deny("guard: unknown tool %q; it is denied until the guard knows what it does", in.ToolName)
+	}
+	switch kind {
+	case "bash":
+		cmd, err := in.toolString("command")
+		if err != nil {
+			return deny("guard: %v", err)
+		}
+		if err := g.CheckBash(cmd, in.Cwd); err != nil {
+			return deny("guard: %v", err)
+		}
+		return allow("command passes the guard")
+	case "write", "notebook":
+		key := "file_path"
+		if kind == "notebook" {
+			key = "notebook_path"
+		}
+		p, err := in.toolPath(key)
+		if err != nil {
+			return deny("guard: %v", err)
+		}
+		for _, q := range normalized(p) {
+			if why := g.writeProtected(splitPath(q), false); why != "" {
+				return deny("guard: %s %s is the control plane (%s); the agent may not change it", in.ToolName, p, why)
+			}
+		}
+		return allow("path outside the control plane")
+	case "read", "notebook-read", "search":
+		return g.decideRead(in, kind)
+	}
+	return allow("tool does not touch the control plane")
+}
+
+// decideRead denies reading credentials and Claude Code's settings; a
+// search (Grep, Glob, LS) is denied on a path that holds them.
+func (g Guard) decideRead(in *Input, kind string) Decision {
+	key := "file_path"
+	switch kind {
+	case "notebook-read":
+		key = "notebook_path"
+	case "search":
+		key = "path"
+		if _, ok := in.ToolInput[key]; !ok {
+			return allow("search in the working directory")
+		}
+	}
+	p, err := in.toolPath(key)
+	if err != nil {
+		return deny("guard: %v", err)
+	}
+	for _, q := range normalized(p) {
+		segs := splitPath(q)
+		if why := g.readProtected(segs); why != "" {
+			return deny("guard: %s %s holds credentials or the agent's settings (%s)", in.ToolName, p, why)
+		}
+		if kind == "search" && in.ToolName == "Grep" {
+			if why := g.readProtected(append(segs, "**")); why != "" && !anywhereOnly(g, segs) {
+				return deny("guard: Grep in %s would read %s; search a narrower directory", p, why)
+			}
+		}
+	}
+	return allow("not a protected file")
+}
+
+// anywhereOnly reports whether the only read-protected files under dir are
+// the ones protected by name anywhere (.git-credentials): a Grep of a
+// project directory is not a Grep of the home directory.
+func anywhereOnly(g Guard, dir []string) bool {
+	for _, r := range g.rules() {
+		if r.read && !r.anywhere && segsMatch(append(dir, "**"), r.segs, false) {
+			return false
+		}
+	}
+	return true
+}
+
+// pathRule is one protected path pattern. segs are absolute path
+// segments; "*" is one segment and "**" any number.
+type pathRule struct {
+	segs     []string
+	why      string
+	read     bool     // reading is denied too
+	anywhere bool     // protected by name in every directory
+	except   []string // a subtree inside the pattern that stays writable
+}
+
+func (g Guard) homes() []string {
+	h := filepath.Clean(g.Home)
+	if h == "" || !filepath.IsAbs(h) {
+		h = DefaultHome
+	}
+	if h == DefaultHome {
+		return []string{h}
+	}
+	return []string{h, DefaultHome}
+}
+
+// rules lists the protected paths for this box.
+func (g Guard) rules() []pathRule {
+	var rs []pathRule
+	add := func(p, why string, read bool) {
+		rs = append(rs, pathRule{segs: splitPath(p), why: why, read: read})
+	}
+	for _, h := range g.homes() {
+		rs = append(rs, pathRule{segs: splitPath(h + "/.claude/**"), why: "Claude Code's settings and hooks",
+			except: splitPath(h + "/.claude/projects/*/memory/**")})
+		for _, f := range []string{"settings.json", "settings.local.json", ".credentials.json"} {
+			add(h+"/.claude/"+f, "Claude Code's settings and credentials", true)
+		}
+		add(h+"/.claude.json", "Claude Code's configuration and MCP servers", true)
+		add(h+"/.agent-mcp.json", "the MCP configuration", true)
+		add(h+"/.config/gh/**", "the GitHub CLI's token", true)
+		add(h+"/.config/git/credentials", "git credentials", true)
+		for _, f := range []string{".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+			".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/systemd/**"} {
+			add(h+"/"+f, "a file that persists commands across sessions", false)
+		}
+	}
+	rs = append(rs, pathRule{segs: []string{"**", ".git-credentials"}, why: "git credentials", read: true, anywhere: true})
+	ws := filepath.Clean(g.Workspace)
+	for _, f := range []string{".agent.log", ".agent.task", ".agent.run", ".agent.running", ".agent.done", LogFile} {
+		add(ws+"/"+f, "the controller's run files", false)
+	}
+	if g.Log != "" {
+		add(filepath.Clean(g.Log), "the hook decision log", false)
+	}
+	for _, p := range []string{"/etc/profile", "/etc/profile.d/**", "/etc/bash.bashrc", "/etc/environment",
+		"/etc/crontab", "/etc/cron.d/**", "/etc/cron.hourly/**", "/etc/cron.daily/**", "/etc/cron.weekly/**",
+		"/etc/cron.monthly/**", "/var/spool/cron/**", "/etc/systemd/**", "/lib/systemd/**", "/usr/lib/systemd/**",
+		"/etc/init.d/**", "/etc/rc.local", "/etc/ld.so.preload"} {
+		add(p, "a file that persists commands or services", false)
+	}
+	for _, p := range []string{hookBinary, "/init", "/usr/local/sbin/sbx", "/usr/sbin/sbx", "/usr/bin/sbx", "/sbin/sbx", "/bin/sbx"} {
+		add(p, "the sbx binary that runs the hooks", false)
+	}
+	return rs
+}
+
+// writeProtected names why the path (segments, possibly with glob
+// segments, possibly starting with "**" for an unknown directory) may be a
+// control-plane file, or "". With subtree set, the path counts when
+// anything below it is protected too (rm -r, mv of a directory), except the
+// files protected by name anywhere.
+func (g Guard) writeProtected(segs []string, subtree bool) string {
+	return g.match(segs, subtree, false, false)
+}
+
+// readProtected is writeProtected for the files that may not be read.
+func (g Guard) readProtected(segs []string) string {
+	return g.match(segs, false, true, false)
+}
+
+func (g Guard) match(segs []string, subtree, read, dotglob bool) string {
+	c := segs
+	if subtree {
+		c = append(append([]string(nil), segs...), "**")
+	}
+	for _, r := range g.rules() {
+		if read && !r.read || subtree && r.anywhere {
+			continue
+		}
+		if !segsMatch(c, r.segs, dotglob) {
+			continue
+		}
+		if r.except != nil && !subtree && segsWithin(c, r.except) {
+			continue
+		}
+		return r.why
+	}
+	return ""
+}
+
+// splitPath turns a clean absolute path into segments ("/" is none).
+func splitPath(p string) []string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// segsMatch reports whether some path matched by the candidate c can be
+// matched by the rule r. Both may hold "**"; c may hold glob segments.
+func segsMatch(c, r []string, dotglob bool) bool {
+	switch {
+	case len(r) == 0:
+		return allStars(c)
+	case len(c) == 0:
+		return allStars(r)
+	case r[0] == "**":
+		return segsMatch(c, r[1:], dotglob) || segsMatch(c[1:], r, dotglob)
+	case c[0] == "**":
+		return segsMatch(c[1:], r, dotglob) || segsMatch(c, r[1:], dotglob)
+	case !segCanMatch(c[0], r[0], dotglob):
+		return false
+	}
+	return segsMatch(c[1:], r[1:], dotglob)
+}
+
+func allStars(s []string) bool {
+	for _, x := range s {
+		if x != "**" {
+			return false
+		}
+	}
+	return true
+}
+
+// segCanMatch: can the candidate segment c (literal or glob) name the same
+// file as the rule segment r (literal or "*")?
+func segCanMatch(c, r string, dotglob bool) bool {
+	if r == "*" {
+		return true
+	}
+	if !hasGlob(c) {
+		return c == r
+	}
+	// bash's globs match a leading dot only literally (dotglob off).
+	if strings.HasPrefix(r, ".") && !strings.HasPrefix(c, ".") && !dotglob {
+		return false
+	}
+	ok, err := path.Match(c, r)
+	return ok || err != nil
+}
+
+func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") || strings.Contains(s, "(") }
+
+// segsWithin reports whether every path matched by c lies inside the
+// subtree e (which ends in "**").
+func segsWithin(c, e []string) bool {
+	for i, es := range e {
+		if es == "**" {
+			return true
+		}
+		if i >= len(c) || c[i] == "**" {
+			return false
+		}
+		if es != "*" && c[i] != es {
+			return false
+		}
+		if es == "*" && (c[i] == ".." || c[i] == ".") {
+			return false
+		}
+	}
+	return len(c) == len(e)
+}
+
+// normalized returns the clean path and, when it differs, the path with
+// every symlink resolved: the file a write actually reaches. A dangling
+// final symlink is followed too (writing it creates its target).
+func normalized(p string) []string {
+	p = filepath.Clean(p)
+	out := []string{p}
+	if r, err := resolveLinks(p); err == nil && r != p {
+		out = append(out, r)
+	} else if err != nil {
+		// Too many links or an unreadable link: judge the worst case,
+		// an unknown directory, by name.
+		out = append(out, "/**/"+filepath.Base(p))
+	}
+	return out
+}
+
+// maxLinks is the kernel's symlink limit (ELOOP).
+const maxLinks = 40
+
+// resolveLinks resolves symlinks component by component, as far as the
+// path exists; the rest is appended as written.
+func resolveLinks(p string) (string, error) {
+	rest := splitPath(p)
+	cur := "/"
+	links := 0
+	for len(rest) > 0 {
+		next := rest[0]
+		rest = rest[1:]
+		if next == "." {
+			continue
+		}
+		if next == ".." {
+			cur = filepath.Dir(cur)
+			continue
+		}
+		cand := filepath.Join(cur, next)
+		st, err := os.Lstat(cand)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return filepath.Join(append([]string{cand}, rest...)...), nil
+		}
+		if err != nil {
+			// ENOTDIR and friends: the write fails the same way.
+			return filepath.Join(append([]string{cand}, rest...)...), nil
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			cur = cand
+			continue
+		}
+		links++
+		if links > maxLinks {
+			return "", fmt.Errorf("%s: too many symlinks", p)
+		}
+		target, err := os.Readlink(cand)
+		if err != nil {
+			return "", fmt.Errorf("read link %s: %w", cand, err)
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(splitPath(target), rest...)
+		if filepath.IsAbs(target) {
+			continue
+		}
+	}
+	return cur, nil
+}
