@@ -36,6 +36,15 @@ func (c *call) root() *cobra.Command {
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.DisableSuggestions = true
 	root.AddCommand(c.whoamiCmd(), c.userCmd(), c.keyCmd(), c.tokenCmd(), c.auditCmd())
+	root.AddCommand(c.boxCmds()...)
+	root.AddCommand(c.accountCmd(), c.poolCmd(), c.attachCmd(), c.execCmd())
+	root.AddGroup(&cobra.Group{ID: groupBoxes, Title: "Boxes:"}, &cobra.Group{ID: groupAdmin, Title: "Accounts and administration:"})
+	for _, sub := range root.Commands() {
+		if sub.GroupID == "" {
+			sub.GroupID = groupAdmin
+		}
+	}
+	root.SetHelpCommandGroupID(groupAdmin)
 	if c.srv.TestHooks {
 		root.AddCommand(&cobra.Command{Use: "test-panic", Hidden: true, RunE: func(*cobra.Command, []string) error {
 			panic("test hook: deliberate panic")

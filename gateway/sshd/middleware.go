@@ -60,25 +60,34 @@ func (s *Server) recoverMiddleware(mws ...wish.Middleware) wish.Middleware {
 // another).
 func (s *Server) userMiddleware(next ssh.Handler) ssh.Handler {
 	return func(sess ssh.Session) {
-		pk := sess.PublicKey()
-		if pk == nil {
-			refuse(sess, "permission denied")
-			return
+		if user, ok := s.sessionUser(sess); ok {
+			next(withUser(sess, user))
 		}
-		user, err := s.Identity.UserByPublicKey(sess.Context(), pk)
-		if err != nil {
-			s.Metrics.Auth("ssh", metrics.ResultFail)
-			s.Logger.Info("ssh session refused", "remote", sess.RemoteAddr().String(), "err", err)
-			msg := "permission denied"
-			if errors.Is(err, keys.ErrDisabled) {
-				msg = keys.ErrDisabled.Error()
-			}
-			refuse(sess, msg)
-			return
-		}
-		s.Metrics.Auth("ssh", metrics.ResultOK)
-		next(withUser(sess, user))
 	}
+}
+
+// sessionUser resolves the user from the key sess really authenticated
+// with, or refuses the session. The middleware chain and the subsystems
+// (which bypass it) both use it.
+func (s *Server) sessionUser(sess ssh.Session) (keys.User, bool) {
+	pk := sess.PublicKey()
+	if pk == nil {
+		refuse(sess, "permission denied")
+		return keys.User{}, false
+	}
+	user, err := s.Identity.UserByPublicKey(sess.Context(), pk)
+	if err != nil {
+		s.Metrics.Auth("ssh", metrics.ResultFail)
+		s.Logger.Info("ssh session refused", "remote", sess.RemoteAddr().String(), "err", err)
+		msg := "permission denied"
+		if errors.Is(err, keys.ErrDisabled) {
+			msg = keys.ErrDisabled.Error()
+		}
+		refuse(sess, msg)
+		return keys.User{}, false
+	}
+	s.Metrics.Auth("ssh", metrics.ResultOK)
+	return user, true
 }
 
 // sessionCapMiddleware counts the session against its user's cap and the

@@ -22,6 +22,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/metrics"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/keys"
@@ -52,6 +53,9 @@ type Options struct {
 	HostKey  gossh.Signer
 	Identity Identity
 	Audit    AuditLog
+	// Fleet is the core: boxes, runs, files. Nil disables the box commands,
+	// attach/exec, sftp/scp and the TUI (they say so).
+	Fleet    *fleet.Fleet
 	Throttle *throttle.Auth
 	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
@@ -83,9 +87,11 @@ type Server struct {
 const maxAuthTries = 6
 
 // allowedSessionRequests are the only channel requests a session may make:
-// no agent forwarding, no X11, no signals to processes we do not run yet.
+// no agent forwarding, no X11; signals only while attach or exec runs a
+// process that takes them (filteredChannel).
 var allowedSessionRequests = map[string]bool{
 	"pty-req": true, "exec": true, "shell": true, "window-change": true, "subsystem": true, "env": true,
+	"signal": true,
 }
 
 // New builds the server; Serve starts it.
@@ -143,13 +149,13 @@ func withHostKey(signer gossh.Signer) ssh.Option {
 
 // onlySessions allows session channels and nothing else: no direct-tcpip,
 // forwarded-tcpip, x11 or auth-agent channels, no global requests
-// (tcpip-forward) and no subsystems yet. Session requests go through the
+// (tcpip-forward) and one subsystem, sftp. Session requests go through the
 // allow-list in filteredChannel.
 func (s *Server) onlySessions() ssh.Option {
 	return func(srv *ssh.Server) error {
 		srv.ChannelHandlers = map[string]ssh.ChannelHandler{"session": s.session}
 		srv.RequestHandlers = map[string]ssh.RequestHandler{}
-		srv.SubsystemHandlers = map[string]ssh.SubsystemHandler{}
+		srv.SubsystemHandlers = map[string]ssh.SubsystemHandler{"sftp": s.sftpSubsystem}
 		return nil
 	}
 }
@@ -322,7 +328,7 @@ func (f filteredChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	id, windows := f.srv.register()
+	id, windows := f.srv.register(ch)
 	out := make(chan *gossh.Request)
 	go func() {
 		defer close(out)
@@ -342,6 +348,22 @@ func (f filteredChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) 
 				w, ok := parseWindow(req.Payload)
 				if ok {
 					windows.set(w)
+				}
+				if req.WantReply {
+					_ = req.Reply(ok, nil)
+				}
+				continue
+			case "signal":
+				// Handled here: the library queues signals nobody reads
+				// and never replies.
+				var sig struct{ Signal string }
+				ok := gossh.Unmarshal(req.Payload, &sig) == nil && windows.wantSignals.Load()
+				if ok {
+					select {
+					case windows.signals <- sig.Signal:
+					default: // a burst the process has not taken yet: drop
+						ok = false
+					}
 				}
 				if req.WantReply {
 					_ = req.Reply(ok, nil)

@@ -35,6 +35,8 @@ type call struct {
 	sess  ssh.Session
 	user  keys.User
 	actor keys.Actor
+	// exit is the status of a command that ran a process (attach, exec).
+	exit int
 }
 
 // usagePrefix is how a user reaches this server: "ssh -p PORT HOST".
@@ -63,7 +65,7 @@ func (c *call) run(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.sess.Stderr(), "error: "+oneLine(err.Error()))
 		return 1
 	}
-	return 0
+	return c.exit
 }
 
 // accessAdmin marks commands only admins may run.

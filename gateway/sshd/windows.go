@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/charmbracelet/ssh"
 	gossh "golang.org/x/crypto/ssh"
@@ -20,17 +21,26 @@ import (
 // filter injects it as an env request and drops any client-sent copy.
 const sessionEnv = "SBX_SSH_CHANNEL"
 
-// resizes holds the latest window of one session channel.
+// resizes holds the latest window of one session channel, and what attach
+// and exec need beyond the library's session: the raw channel and signals.
 type resizes struct {
 	mu     sync.Mutex
 	latest ssh.Window
 	have   bool
 	notify chan struct{} // one slot: "latest changed"
 	done   chan struct{} // closed when the channel's requests end
+
+	// raw is the channel itself: the library's session rewrites \n to \r\n
+	// on a PTY, which a real PTY passthrough must not do.
+	raw gossh.Channel
+	// signals receives the client's signal requests once a process that
+	// takes them runs (wantSignals); before that they are refused.
+	signals     chan string
+	wantSignals atomic.Bool
 }
 
-func newResizes() *resizes {
-	return &resizes{notify: make(chan struct{}, 1), done: make(chan struct{})}
+func newResizes(raw gossh.Channel) *resizes {
+	return &resizes{notify: make(chan struct{}, 1), done: make(chan struct{}), raw: raw, signals: make(chan string, 8)}
 }
 
 func (r *resizes) set(w ssh.Window) {
@@ -82,6 +92,11 @@ func (s *Server) resizesOf(sess ssh.Session) *resizes {
 	if _, _, isPty := sess.Pty(); !isPty {
 		return nil
 	}
+	return s.channelOf(sess)
+}
+
+// channelOf is the state of sess's channel, PTY or not.
+func (s *Server) channelOf(sess ssh.Session) *resizes {
 	for _, kv := range sess.Environ() {
 		if v, ok := strings.CutPrefix(kv, sessionEnv+"="); ok {
 			s.mu.Lock()
@@ -93,12 +108,12 @@ func (s *Server) resizesOf(sess ssh.Session) *resizes {
 }
 
 // register creates the resize state of a new session channel.
-func (s *Server) register() (id string, r *resizes) {
+func (s *Server) register(raw gossh.Channel) (id string, r *resizes) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextChannel++
 	id = strconv.FormatUint(s.nextChannel, 10)
-	r = newResizes()
+	r = newResizes(raw)
 	s.channels[id] = r
 	return id, r
 }

@@ -1,0 +1,170 @@
+package sshd
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"sbx.dev/sbx/fleet"
+)
+
+// maxStdinToken caps a token read from stdin.
+const maxStdinToken = 4 << 10
+
+func (c *call) accountCmd() *cobra.Command {
+	cmd := group(&cobra.Command{Use: "account", Short: "Manage your GitHub accounts (tokens the boxes' repos are reached with)"})
+
+	var probe string
+	add := &cobra.Command{
+		Use:   "add NAME [--probe owner/repo] < token",
+		Short: "Add a GitHub account; the token is read from stdin (never from the command line) and probed before it is saved",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := c.fleet()
+			if err != nil {
+				return err
+			}
+			if _, _, isPty := c.sess.Pty(); isPty {
+				// A PTY would echo the token and hold the line open.
+				return fmt.Errorf("account add: pipe the token on stdin without -t: echo \"$TOKEN\" | %s account add %s: %w",
+					c.usagePrefix(), args[0], fleet.ErrInvalid)
+			}
+			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxStdinToken+1))
+			if err != nil {
+				return fmt.Errorf("read the token from stdin: %w", err)
+			}
+			if len(data) > maxStdinToken {
+				return fmt.Errorf("token on stdin: more than %d bytes: %w", maxStdinToken, fleet.ErrInvalid)
+			}
+			token := strings.TrimSpace(string(data))
+			if token == "" {
+				return fmt.Errorf("no token on stdin: echo \"$TOKEN\" | %s account add %s: %w", c.usagePrefix(), args[0], fleet.ErrInvalid)
+			}
+			a, err := f.AddAccount(cmd.Context(), c.actor, args[0], token, probe)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "added account %s (%s, token %s)\n", a.Name, a.Host, a.Masked)
+			return nil
+		},
+	}
+	add.Flags().StringVar(&probe, "probe", "", "check the token can read this repository (owner/name) before saving")
+
+	var asJSON bool
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List your accounts (tokens masked)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := c.fleet()
+			if err != nil {
+				return err
+			}
+			list, err := f.Accounts(cmd.Context(), c.actor)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				type row struct {
+					Name    string `json:"name"`
+					Host    string `json:"host"`
+					Token   string `json:"token"`
+					Default bool   `json:"default"`
+					Created string `json:"created"`
+				}
+				out := make([]row, 0, len(list))
+				for _, a := range list {
+					out = append(out, row{a.Name, a.Host, a.Masked, a.Default, stamp(a.Created)})
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			if len(list) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no accounts; add one with: echo \"$TOKEN\" | %s account add NAME\n", c.usagePrefix())
+				return nil
+			}
+			now := c.srv.Now()
+			tw := table(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "NAME\tHOST\tTOKEN\tDEFAULT\tADDED")
+			for _, a := range list {
+				def := ""
+				if a.Default {
+					def = "yes"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Host, a.Masked, def, age(now, a.Created))
+			}
+			return tw.Flush()
+		},
+	}
+	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	rm := &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove one of your accounts",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := c.fleet()
+			if err != nil {
+				return err
+			}
+			if err := f.RemoveAccount(cmd.Context(), c.actor, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed account %s\n", args[0])
+			return nil
+		},
+	}
+	def := &cobra.Command{
+		Use:   "default NAME",
+		Short: "Make an account your default",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := c.fleet()
+			if err != nil {
+				return err
+			}
+			if err := f.SetDefaultAccount(cmd.Context(), c.actor, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "default account is %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(add, ls, rm, def)
+	return cmd
+}
+
+func (c *call) poolCmd() *cobra.Command {
+	var set int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:         "pool [--set N]",
+		Short:       "Show or size the warm pool of pre-booted boxes (admins only)",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{"access": accessAdmin},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := c.fleet()
+			if err != nil {
+				return err
+			}
+			var st fleet.PoolStatus
+			if cmd.Flags().Changed("set") {
+				st, err = f.SetPool(cmd.Context(), c.actor, set)
+			} else {
+				st, err = f.Pool(cmd.Context(), c.actor)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), st)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "warm pool: target %d, ready %d, booting %d\n", st.Target, st.Ready, st.Booting)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&set, "set", 0, "keep this many boxes pre-booted")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
