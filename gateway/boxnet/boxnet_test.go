@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -152,4 +153,12 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// newTestServer is New with a discarding logger unless the test sets one.
+func newTestServer(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return New(cfg)
 }

@@ -75,7 +75,7 @@ func TestEgressAllowList(t *testing.T) {
 	res := &mapResolver{names: map[string][]netip.Addr{
 		"allowed.test": lo, "a.wild.test": lo, "wild.test": lo, "denied.test": lo,
 	}}
-	s := New(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true})
+	s := newTestServer(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true})
 	proxy := serveBox(t, s, "b1")
 
 	body, status, err := curl(t, proxy, "https://allowed.test:"+tlsPort+"/x")
@@ -127,7 +127,7 @@ func TestEgressForbiddenAddresses(t *testing.T) {
 		"mixed.test": {netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("127.0.0.1")},
 		"nat64.test": {netip.MustParseAddr("64:ff9b::7f00:1")},
 	}}
-	s := New(Config{Policy: pol, Resolver: res})
+	s := newTestServer(Config{Policy: pol, Resolver: res})
 	proxy := serveBox(t, s, "b2")
 	for _, tc := range []struct{ target, host, reason string }{
 		{"https://lo.test:" + tlsPort + "/", "lo.test", "loopback"},
@@ -179,7 +179,7 @@ func TestEgressDialsTheCheckedAddress(t *testing.T) {
 	pol := newPolicy()
 	pol.set("b", BoxPolicy{AllowDomains: []string{"rebind.test"}})
 	res := &rebindResolver{}
-	s := New(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true})
+	s := newTestServer(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true})
 	proxy := serveBox(t, s, "b")
 	body, status, err := curl(t, proxy, "http://rebind.test:"+plainPort+"/")
 	if err != nil || status != "200" || !strings.HasPrefix(body, "hello from plain") {
@@ -220,7 +220,7 @@ func TestEgressTunnelLimitAndIdle(t *testing.T) {
 	pol := newPolicy()
 	pol.set("b", BoxPolicy{AllowDomains: []string{"allowed.test"}})
 	res := &mapResolver{names: map[string][]netip.Addr{"allowed.test": lo}}
-	s := New(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true, MaxTunnels: 1, IdleTimeout: 300 * time.Millisecond})
+	s := newTestServer(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true, MaxTunnels: 1, IdleTimeout: 300 * time.Millisecond})
 	proxy := serveBox(t, s, "b")
 	target := "allowed.test:" + plainPort
 

@@ -68,7 +68,7 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request, st *boxState) {
 	d.Host, d.Port = route.Upstream.Hostname(), portOf(route.Upstream)
 
 	if sub == "/git-receive-pack" {
-		body, err := requestBody(r)
+		body, decompressed, err := requestBody(r)
 		if err != nil {
 			d.Reason = "unreadable push: " + err.Error()
 			s.audit(ctx, d)
@@ -106,9 +106,12 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request, st *boxState) {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(push.Raw), body), r.Body}
-		r.Header.Del("Content-Encoding")
-		r.Header.Del("Content-Length")
-		r.ContentLength = -1
+		if decompressed {
+			// Decompressed: the length is unknown, send it chunked.
+			r.Header.Del("Content-Encoding")
+			r.Header.Del("Content-Length")
+			r.ContentLength = -1
+		}
 	}
 	d.Verdict, d.Reason = Allow, "delegated repository"
 	s.audit(ctx, d)
@@ -174,18 +177,18 @@ func pushRefusal(box, repo string, p pushRequest, reasons map[string]string, all
 
 // requestBody is the request body, decompressed when the client sent it
 // gzip-encoded (git does for large fetch negotiations; a push may too).
-func requestBody(r *http.Request) (io.Reader, error) {
+func requestBody(r *http.Request) (body io.Reader, decompressed bool, err error) {
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
-		return r.Body, nil
+		return r.Body, false, nil
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
-			return nil, fmt.Errorf("gzip body: %w", err)
+			return nil, false, fmt.Errorf("gzip body: %w", err)
 		}
-		return zr, nil
+		return zr, true, nil
 	default:
-		return nil, fmt.Errorf("unsupported Content-Encoding %q", enc)
+		return nil, false, fmt.Errorf("unsupported Content-Encoding %q", enc)
 	}
 }
 
