@@ -47,9 +47,12 @@ func (s *gstate) run(args []string, in stdin) {
 	base := filepath.Base(name)
 	rest := args[1:]
 	// The program's own rules first: their reasons are the more precise.
+	s.argChecks(base, rest)
+	argErr := s.err
+	s.err = nil
 	defer func() {
 		if s.err == nil {
-			s.argChecks(base, rest)
+			s.err = argErr
 		}
 	}()
 	if networkTools[base] {
@@ -89,9 +92,14 @@ func (s *gstate) argChecks(base string, rest []string) {
 	for _, a := range rest {
 		plain := stripEnv(a)
 		s.netPath(plain)
-		for _, tok := range identTokens(plain) {
-			if isSecretName(tok) {
-				s.fact(&s.secret, tok)
+		// A secret's name is only text to a network tool (gh pr create
+		// --body "uses GITHUB_TOKEN"); elsewhere (printenv NAME, grep NAME
+		// .env) it may turn into the value.
+		if !networkTools[base] {
+			for _, tok := range identTokens(plain) {
+				if isSecretName(tok) {
+					s.fact(&s.secret, tok)
+				}
 			}
 		}
 		for _, n := range secretFiles {
@@ -103,6 +111,7 @@ func (s *gstate) argChecks(base string, rest []string) {
 			continue
 		}
 		for _, c := range pathCandidates(plain) {
+			s.netPath(c)
 			if !metaPrograms[base] {
 				if why := s.readCheck(c); why != "" {
 					s.fail("%s %s: reading %s is not allowed (%s)", base, printable(a), c, why)
@@ -335,7 +344,7 @@ func buildHandlers() map[string]handler {
 	}
 	h["cd"] = (*gstate).cd
 	h["pushd"] = (*gstate).cd
-	h["popd"] = func(s *gstate, _ string, _ []string, _ stdin) { s.cwd = "" }
+	h["popd"] = func(s *gstate, _ string, _ []string, _ stdin) { s.cwds = nil }
 	h["read"] = (*gstate).read
 	h["mapfile"] = (*gstate).read
 	h["readarray"] = (*gstate).read
@@ -763,7 +772,7 @@ func (s *gstate) copyInto(base string, args []string, _ stdin) {
 
 // extract handles tar and unzip writing a tree into a directory.
 func (s *gstate) extract(base string, args []string, _ stdin) {
-	dir, extracting := s.cwd, base == "unzip"
+	dir, extracting := "", base == "unzip"
 	for i, a := range args {
 		switch {
 		case base == "tar" && (a == "-C" || a == "--directory") && i+1 < len(args):
@@ -780,7 +789,10 @@ func (s *gstate) extract(base string, args []string, _ stdin) {
 	if !extracting {
 		return
 	}
-	if dir == "" || hasTaint(dir) {
+	if dir == "" {
+		dir = "."
+	}
+	if hasTaint(dir) {
 		s.fail("%s extracts into a directory the guard cannot determine", base)
 		return
 	}
@@ -895,32 +907,46 @@ func (s *gstate) xargs(_ string, args []string, _ stdin) {
 	s.run(cmd, stdinNone)
 }
 
-// cd follows the working directory.
+// cd follows the working directory. A directory from the environment
+// (cd "$GOPATH/src", cd "$(git rev-parse --show-toplevel)") was not chosen
+// by the command and is taken as staying where it was; one the command
+// computes makes the directory unknown, and relative paths are then judged
+// as if they could be anywhere.
 func (s *gstate) cd(_ string, args []string, _ stdin) {
 	ops := operands(args)
 	switch {
 	case len(ops) == 0:
-		s.cwd = s.g.homes()[0]
+		s.cwds = []string{s.g.homes()[0]}
 	case ops[0] == "-":
-		s.cwd = ""
+		s.cwds = nil
 	default:
 		s.cdTo(ops[0])
 	}
 }
 
 func (s *gstate) cdTo(p string) {
-	if hasMark(p) || s.cdpath {
-		s.cwd = ""
+	if hasTaint(p) || s.cdpath {
+		s.cwds = nil
+		return
+	}
+	if strings.Contains(p, envMark) {
 		return
 	}
 	ps := s.absPaths(p)
-	if len(ps) == 0 || strings.Contains(ps[0], "**") || hasGlob(ps[0]) {
-		s.cwd = ""
-		return
+	var out []string
+	for _, d := range ps {
+		if strings.Contains(d, "**") || hasGlob(d) {
+			s.cwds = nil
+			return
+		}
+		if r, err := resolveLinks(d); err == nil {
+			d = r
+		}
+		out = append(out, d)
 	}
-	s.cwd = ps[0]
-	if r, err := resolveLinks(s.cwd); err == nil {
-		s.cwd = r
+	s.cwds = out
+	if len(out) == 0 {
+		s.cwds = nil
 	}
 }
 

@@ -52,7 +52,7 @@ func (g Guard) CheckBash(command, cwd string) (err error) {
 	}
 	s := &gstate{g: g, rules: g.rules(), vars: map[string]expand.Variable{}, funcs: map[string]*syntax.Stmt{}}
 	if filepath.IsAbs(cwd) {
-		s.cwd = filepath.Clean(cwd)
+		s.cwds = []string{filepath.Clean(cwd)}
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -115,13 +115,14 @@ type gstate struct {
 	rules []pathRule
 	vars  map[string]expand.Variable
 	funcs map[string]*syntax.Stmt
-	cwd   string   // "" when unknown
+	cwds  []string // the possible working directories; nil when unknown
 	pos   []string // positional parameters of a nested shell or function
 	inPos bool     // pos is set (top level: the Bash tool's shell has none)
 	depth int
 	glob  bool // dotglob: globs match dot files
 	// cdpath: the command set CDPATH, so cd DIR may go anywhere.
 	cdpath   bool
+	noSplit  bool // literal(): IFS is empty
 	handlers map[string]handler
 	err      error
 
@@ -154,12 +155,12 @@ func (s *gstate) leave() { s.depth-- }
 // a variable or directory that differs between the paths is unknown.
 type snap struct {
 	vars map[string]expand.Variable
-	cwd  string
+	cwds []string
 }
 
-func (s *gstate) snapshot() snap { return snap{vars: maps.Clone(s.vars), cwd: s.cwd} }
+func (s *gstate) snapshot() snap { return snap{vars: maps.Clone(s.vars), cwds: s.cwds} }
 
-func (s *gstate) restore(sn snap) { s.vars, s.cwd = maps.Clone(sn.vars), sn.cwd }
+func (s *gstate) restore(sn snap) { s.vars, s.cwds = maps.Clone(sn.vars), sn.cwds }
 
 // merge joins the current state with other possible ones.
 func (s *gstate) merge(others ...snap) {
@@ -174,10 +175,29 @@ func (s *gstate) merge(others ...snap) {
 				s.vars[k] = strVar(taintMark)
 			}
 		}
-		if o.cwd != s.cwd {
-			s.cwd = ""
+		s.cwds = mergeDirs(s.cwds, o.cwds)
+	}
+}
+
+// maxDirs bounds the working directories followed at once.
+const maxDirs = 8
+
+// mergeDirs is the union of two sets of possible directories; unknown
+// (nil) absorbs everything.
+func mergeDirs(a, b []string) []string {
+	if a == nil || b == nil {
+		return nil
+	}
+	out := slices.Clone(a)
+	for _, d := range b {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
 		}
 	}
+	if len(out) > maxDirs {
+		return nil
+	}
+	return out
 }
 
 func sameVar(a, b expand.Variable) bool {
@@ -683,10 +703,14 @@ func (s *gstate) absPaths(p string) []string {
 	if filepath.IsAbs(p) {
 		return []string{filepath.Clean(p)}
 	}
-	if s.cwd == "" {
+	if s.cwds == nil {
 		return []string{"/**/" + filepath.Clean(p)}
 	}
-	return []string{filepath.Join(s.cwd, p)}
+	var out []string
+	for _, d := range s.cwds {
+		out = append(out, filepath.Join(d, p))
+	}
+	return out
 }
 
 // writeCheck names the protected file a write to p would reach, or "".
@@ -734,6 +758,9 @@ func (e environ) Get(name string) expand.Variable {
 	if isSecretName(name) {
 		s.fact(&s.secret, "$"+name)
 	}
+	if name == "IFS" && s.noSplit {
+		return strVar("")
+	}
 	if v, ok := s.vars[name]; ok {
 		return v
 	}
@@ -741,8 +768,8 @@ func (e environ) Get(name string) expand.Variable {
 	case "HOME":
 		return strVar(s.g.homes()[0])
 	case "PWD":
-		if s.cwd != "" {
-			return strVar(s.cwd)
+		if len(s.cwds) == 1 {
+			return strVar(s.cwds[0])
 		}
 		return strVar(taintMark)
 	case "OLDPWD", "REPLY", "BASH_REMATCH", "PIPESTATUS", "DIRSTACK":
@@ -915,11 +942,15 @@ func (s *gstate) literal(w *syntax.Word) string {
 	if opaque {
 		return taintMark
 	}
-	v, err := expand.Literal(s.cfg(), w)
+	// Fields with an empty IFS: quote removal and escapes as in an
+	// argument, no word splitting. (expand.Literal keeps backslashes.)
+	s.noSplit = true
+	fs, err := expand.Fields(s.cfg(), w)
+	s.noSplit = false
 	if err != nil {
 		return taintMark
 	}
-	return v
+	return strings.Join(fs, " ")
 }
 
 // document expands a here-document body.
