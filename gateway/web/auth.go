@@ -14,8 +14,11 @@ import (
 // caller is the authenticated user of a request.
 type caller struct {
 	User keys.User
-	Key  keys.APIKey
+	Key  keys.APIKey // API-key requests
 	Addr string
+	// Session is the browser login's id (console requests).
+	Session string
+	front   string // "" means "http" (API key); "web" for the console
 }
 
 func callerFrom(ctx context.Context) (caller, bool) {
@@ -24,7 +27,11 @@ func callerFrom(ctx context.Context) (caller, bool) {
 }
 
 func (c caller) actor() keys.Actor {
-	return keys.Actor{User: c.User.Name, Role: c.User.Role, Front: "http", Addr: c.Addr}
+	front := c.front
+	if front == "" {
+		front = "http"
+	}
+	return keys.Actor{User: c.User.Name, Role: c.User.Role, Front: front, Addr: c.Addr}
 }
 
 // bearer extracts the API key from the Authorization header. Tokens are

@@ -17,9 +17,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alexedwards/scs/v2"
+
+	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/metrics"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/static"
 )
 
 // Identity is what the HTTP front needs from keys.Service.
@@ -28,6 +33,17 @@ type Identity interface {
 	CreateAPIKey(ctx context.Context, actor keys.Actor, user, name string, scopes []string, ttl time.Duration) (string, keys.APIKey, error)
 	APIKeys(ctx context.Context, user string) ([]keys.APIKey, error)
 	RevokeAPIKey(ctx context.Context, actor keys.Actor, user, id string) error
+
+	// Browser logins (keys/login.go, keys/session.go).
+	Login(ctx context.Context, token, addr, agent string) (keys.User, keys.WebSession, error)
+	SessionUser(ctx context.Context, id string) (keys.User, keys.WebSession, error)
+	WebSessions(ctx context.Context, actor keys.Actor, user string) ([]keys.WebSession, error)
+	RevokeWebSession(ctx context.Context, actor keys.Actor, user, id string) error
+}
+
+// AuditLog is what the audit page reads; *audit.Log implements it.
+type AuditLog interface {
+	List(ctx context.Context, f audit.Filter) ([]audit.Entry, error)
 }
 
 // Options configures a Server.
@@ -45,6 +61,28 @@ type Options struct {
 	MetricsAuth bool
 	// TestHooks adds GET /api/v1/test/panic. Tests only.
 	TestHooks bool
+
+	// Fleet is the core behind the console's box pages; nil: they answer
+	// 503 and say the gateway runs without it.
+	Fleet *fleet.Fleet
+	// Audit feeds the admin audit page; nil: the page says it is missing.
+	Audit AuditLog
+	// MCP is mounted at /mcp; it authenticates API keys itself. nil: 404.
+	MCP http.Handler
+	// Sessions stores browser sessions (store.SQLite.SessionStore); nil
+	// turns the console off (the JSON API keeps working).
+	Sessions scs.Store
+	// SessionIdle and SessionLifetime end a browser session after that long
+	// unused, or that long after login (defaults 12 h and 7 d).
+	SessionIdle, SessionLifetime time.Duration
+	// SecureCookies marks the session cookie Secure: set it when the
+	// browser reaches the gateway over TLS (directly or via a proxy).
+	SecureCookies bool
+	// LoginHint is the command the login page tells users to run, e.g.
+	// "ssh -p 2222 sbx.example.com login".
+	LoginHint string
+	// Now is the clock of pages and reports (default time.Now).
+	Now func() time.Time
 }
 
 // Server is the HTTP handler of the gateway.
@@ -54,10 +92,21 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	handler http.Handler
+
+	boxes boxes                       // the core as the console uses it; nil without one
+	sm    *scs.SessionManager         // nil: console off
+	cop   *http.CrossOriginProtection // guards every cookie-authenticated POST
+	csp   cspLog
 }
 
 // New builds the handler with every route.
 func New(o Options) *Server {
+	return newServer(o, nil)
+}
+
+// newServer builds the server over core (tests pass a scripted one; nil
+// means o.Fleet).
+func newServer(o Options, core boxes) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -68,7 +117,11 @@ func New(o Options) *Server {
 	if o.BodyLimit <= 0 {
 		o.BodyLimit = 1 << 20
 	}
-	s := &Server{Options: o, mux: http.NewServeMux(), log: o.Logger, metrics: o.Metrics}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Server{Options: o, mux: http.NewServeMux(), log: o.Logger, metrics: o.Metrics, boxes: core}
+	s.initConsole()
 	s.routes()
 	s.handler = s.outer(http.HandlerFunc(s.dispatch))
 	return s
@@ -90,6 +143,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /api/v1/tokens", s.authed(http.HandlerFunc(s.listTokens)))
 	s.mux.Handle("POST /api/v1/tokens", s.authed(http.HandlerFunc(s.createToken)))
 	s.mux.Handle("DELETE /api/v1/tokens/{id}", s.authed(http.HandlerFunc(s.revokeToken)))
+	s.consoleRoutes()
 	if s.TestHooks {
 		s.mux.HandleFunc("GET /api/v1/test/panic", func(http.ResponseWriter, *http.Request) {
 			panic("test hook: deliberate panic")
@@ -225,4 +279,65 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) now() time.Time { return s.Now() }
+
+// consoleRoutes are the browser's: pages (GET), forms (POST, redirect),
+// event streams, static files, the CSP report endpoint and /mcp.
+func (s *Server) consoleRoutes() {
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
+	s.mux.HandleFunc("POST /csp-report", s.cspReport)
+	if s.MCP != nil {
+		mcp := s.MCP
+		limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, s.BodyLimit)
+			mcp.ServeHTTP(w, r)
+		})
+		s.mux.Handle("/mcp", limited)
+		s.mux.Handle("/mcp/", limited)
+	}
+
+	s.mux.Handle("GET /login", s.open(s.loginPage))
+	s.mux.Handle("GET /login/{token}", s.open(s.loginLink))
+	s.mux.Handle("POST /login/{token}", s.open(s.login))
+	s.mux.Handle("POST /logout", s.page(s.logout))
+
+	s.mux.Handle("GET /{$}", s.page(s.fleetPage))
+	s.mux.Handle("GET /events", s.page(s.fleetEvents))
+	s.mux.Handle("GET /delegate", s.page(s.delegateForm))
+	s.mux.Handle("POST /delegate", s.page(s.delegate))
+	s.mux.Handle("GET /boxes/{box}", s.page(s.boxPage))
+	s.mux.Handle("GET /boxes/{box}/stream", s.page(s.boxStream))
+	s.mux.Handle("GET /boxes/{box}/log.txt", s.page(s.logText))
+	s.mux.Handle("GET /boxes/{box}/diff", s.page(s.diff))
+	s.mux.Handle("GET /boxes/{box}/files", s.page(s.files))
+	s.mux.Handle("GET /boxes/{box}/artifact", s.page(s.artifact))
+	s.mux.Handle("POST /boxes/{box}/answer", s.page(s.answer))
+	s.mux.Handle("POST /boxes/{box}/inbox/{id}/delete", s.page(s.removeInbox))
+	for _, a := range []string{"sleep", "wake", "keep", "unkeep", "destroy"} {
+		s.mux.Handle("POST /boxes/{box}/"+a, s.page(s.boxAction(a)))
+	}
+	s.mux.Handle("GET /settings", s.page(s.settings))
+	s.mux.Handle("POST /settings/accounts", s.page(s.addAccount))
+	s.mux.Handle("POST /settings/accounts/{name}/default", s.page(s.accountAction("default")))
+	s.mux.Handle("POST /settings/accounts/{name}/delete", s.page(s.accountAction("delete")))
+	s.mux.Handle("POST /settings/keys", s.page(s.createKey))
+	s.mux.Handle("POST /settings/keys/{id}/revoke", s.page(s.revokeKey))
+	s.mux.Handle("POST /settings/sessions/{id}/revoke", s.page(s.revokeSession))
+	s.mux.Handle("GET /audit", s.page(s.auditPage))
+}
+
+// staticHandler serves the embedded htmx and css; they change only with
+// the binary, so browsers may keep them for an hour.
+func staticHandler() http.Handler {
+	fs := http.FileServerFS(static.Files)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "" {
+			writeError(w, r, http.StatusNotFound, "not found")
+			return
+		}
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		fs.ServeHTTP(w, r)
+	})
 }

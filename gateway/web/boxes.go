@@ -1,0 +1,56 @@
+package web
+
+import (
+	"context"
+	"io"
+
+	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/vm/agent"
+)
+
+// boxes is what the console calls on the core: the subset of *fleet.Fleet
+// it uses, with Logs returning an interface so the console's own tests can
+// feed it a scripted core (XSS corpus, 100-box fleet) without QEMU.
+type boxes interface {
+	List(ctx context.Context, caller keys.Actor) ([]fleet.Box, error)
+	Get(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
+	Logs(ctx context.Context, caller keys.Actor, name string, from int64, follow bool) (logStream, error)
+	Answer(ctx context.Context, caller keys.Actor, name, text string) (fleet.AnswerResult, error)
+	FollowUp(ctx context.Context, caller keys.Actor, name, text string, force bool) (fleet.AnswerResult, error)
+	Inbox(ctx context.Context, caller keys.Actor, name string) ([]fleet.InboxItem, error)
+	RemoveInbox(ctx context.Context, caller keys.Actor, name string, id int64) error
+	Diff(ctx context.Context, caller keys.Actor, name string) (fleet.Diff, error)
+	Sleep(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
+	Wake(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
+	Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error)
+	Destroy(ctx context.Context, caller keys.Actor, name string) error
+	Events(ctx context.Context, caller keys.Actor) <-chan fleet.Event
+	ReadDir(ctx context.Context, caller keys.Actor, name, path string) ([]agent.FileInfo, error)
+	Artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, agent.FileInfo, error)
+	Delegate(ctx context.Context, caller keys.Actor, req fleet.DelegateRequest) (fleet.Box, error)
+	AddAccount(ctx context.Context, caller keys.Actor, name, token, probeRepo string) (accounts.Account, error)
+	Accounts(ctx context.Context, caller keys.Actor) ([]accounts.Account, error)
+	RemoveAccount(ctx context.Context, caller keys.Actor, name string) error
+	SetDefaultAccount(ctx context.Context, caller keys.Actor, name string) error
+}
+
+// logStream is fleet.LogStream as the console uses it.
+type logStream interface {
+	Next(ctx context.Context) (fleet.Chunk, error)
+	Close() error
+}
+
+// coreBoxes adapts *fleet.Fleet to boxes.
+type coreBoxes struct{ *fleet.Fleet }
+
+func (c coreBoxes) Logs(ctx context.Context, caller keys.Actor, name string, from int64, follow bool) (logStream, error) {
+	s, err := c.Fleet.Logs(ctx, caller, name, from, follow)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+var _ boxes = coreBoxes{}

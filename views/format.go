@@ -1,0 +1,150 @@
+package views
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"sbx.dev/sbx/fleet"
+)
+
+// Page is what every page's frame needs.
+type Page struct {
+	Title string
+	User  string // empty: not logged in (no nav)
+	Admin bool
+	// Flash is a one-line notice (e.g. "box destroyed"); Error one in red.
+	Flash string
+	Error string
+}
+
+// BoxURL is the path of a box's page, with suffix appended.
+func BoxURL(box, suffix string) string {
+	return "/boxes/" + url.PathEscape(box) + suffix
+}
+
+// ago says how long ago t was, roughly; "—" for the zero time.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "in " + span(-d)
+	case d < 5*time.Second:
+		return "just now"
+	}
+	return span(d) + " ago"
+}
+
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func size(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}
+
+// stateClass is the CSS class of a state badge.
+func stateClass(s fleet.State) string { return "state state-" + string(s) }
+
+func repoNames(b fleet.Box) string {
+	names := make([]string, len(b.Repos))
+	for i, r := range b.Repos {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// firstLine shortens a task for the fleet table.
+func firstLine(s string, n int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// canAct lists what the state allows, for the action buttons.
+func canSleep(b fleet.Box) bool {
+	return b.State == fleet.Running || b.State == fleet.Waiting || b.State == fleet.Done
+}
+func canWake(b fleet.Box) bool { return b.State == fleet.Sleeping }
+
+func joinPath(dir, name string) string {
+	if dir == "" || dir == "." {
+		return name
+	}
+	return strings.TrimSuffix(dir, "/") + "/" + name
+}
+
+func parentPath(dir string) string {
+	dir = strings.TrimSuffix(dir, "/")
+	i := strings.LastIndexByte(dir, '/')
+	if i < 0 {
+		return ""
+	}
+	return dir[:i]
+}
+
+func filesURL(box, path string) string {
+	return BoxURL(box, "/files?path="+url.QueryEscape(path))
+}
+
+func artifactURL(box, path string) string {
+	return BoxURL(box, "/artifact?path="+url.QueryEscape(path))
+}
+
+func statusText(code int) string {
+	switch code {
+	case 400:
+		return "Bad request"
+	case 403:
+		return "Not allowed"
+	case 404:
+		return "Not found"
+	case 409:
+		return "Not now"
+	case 413:
+		return "Too large"
+	case 429:
+		return "Too many requests"
+	case 503:
+		return "Unavailable"
+	}
+	if code >= 500 {
+		return "Something failed"
+	}
+	return "Error"
+}
+
+func accountURL(name, suffix string) string {
+	return "/settings/accounts/" + url.PathEscape(name) + suffix
+}
