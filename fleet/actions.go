@@ -171,7 +171,7 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	p := profiles()[rec.Agent]
 	actx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(workDir(rec), "/workspace"), Env: f.agentEnv(rec)})
+	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(strings.TrimPrefix(workDir(rec), "/workspace"), "/"), Env: f.agentEnv(rec)})
 	e := f.entry(caller, "box.ask", name)
 	if err != nil {
 		f.audit.Finish(ctx, e, err, "error")
