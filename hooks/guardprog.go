@@ -44,8 +44,18 @@ func (s *gstate) run(args []string, in stdin) {
 		s.pos, s.inPos = saved, savedIn
 		return
 	}
+	if strings.Contains(name, "/") && s.runsWritten(name) {
+		s.fail("%s runs a file this command writes; write it in one command and run it in another, so it can be checked", name)
+		return
+	}
 	base := filepath.Base(name)
 	rest := args[1:]
+	switch base {
+	case "tee", "cp", "mv", "install", "sponge", "dd", "ln":
+		for _, o := range operands(rest) {
+			s.wrote(strings.TrimPrefix(o, "of="))
+		}
+	}
 	// The program's own rules first: their reasons are the more precise.
 	s.argChecks(base, rest)
 	argErr := s.err
@@ -112,6 +122,9 @@ func (s *gstate) argChecks(base string, rest []string) {
 		}
 		for _, c := range pathCandidates(plain) {
 			s.netPath(c)
+			if !metaPrograms[base] && !networkTools[base] && s.holdsSecrets(c) {
+				s.fact(&s.secret, c+" (holds credentials)")
+			}
 			if !metaPrograms[base] {
 				if why := s.readCheck(c); why != "" {
 					s.fail("%s %s: reading %s is not allowed (%s)", base, printable(a), c, why)
@@ -129,7 +142,7 @@ func (s *gstate) argChecks(base string, rest []string) {
 }
 
 // secretFiles are names whose mention, with the network, is exfiltration.
-var secretFiles = []string{".git-credentials", ".agent-mcp.json", "gh/hosts.yml", ".credentials.json", ".claude.json"}
+var secretFiles = []string{".git-credentials", ".agent-mcp.json", "gh/hosts.yml", ".credentials.json", ".claude.json", ".ssh/", ".netrc", ".npmrc", ".pypirc", ".docker/config.json"}
 
 // isReader reports whether the read-only lane's allow-list accepts the
 // program with these arguments: it then cannot change what it names.
@@ -307,6 +320,24 @@ func buildHandlers() map[string]handler {
 		if len(args) == 0 {
 			s.fact(&s.envDump, "set")
 		}
+		// set -- a b and set a b replace the positional parameters.
+		for i, a := range args {
+			if a == "--" || a == "-" || !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
+				if a == "--" || a == "-" {
+					i++
+				}
+				s.pos, s.inPos = slices.Clone(args[i:]), true
+				return
+			}
+			if a == "-o" || a == "+o" {
+				return
+			}
+		}
+	}
+	h["shift"] = func(s *gstate, _ string, _ []string, _ stdin) {
+		if s.inPos {
+			s.pos = []string{taintMark}
+		}
 	}
 	h["compgen"] = func(s *gstate, _ string, args []string, _ stdin) {
 		for _, a := range args {
@@ -451,6 +482,8 @@ func (s *gstate) scriptFile(base, p string, in stdin) {
 	switch {
 	case hasTaint(p):
 		s.fail("%s runs a script whose path is computed at run time", base)
+	case s.runsWritten(p):
+		s.fail("%s runs %s, which this command writes; write it in one command and run it in another, so it can be checked", base, p)
 	case strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/"):
 		s.fail("%s runs a program produced at run time (process substitution), which cannot be checked", base)
 	case p == "/dev/stdin":
@@ -1265,7 +1298,8 @@ var (
 	homeMarkers  = []string{"expanduser", "homedir", "HOME", "~/", "/root", "Path.home", "Dir.home", "os.UserHomeDir", "getpwuid"}
 	writeMarkers = []string{"'w'", "\"w\"", "'a'", "\"a\"", "'wb'", "\"wb\"", "'w+'", "write", "Write", "unlink",
 		"remove", "rename", "rmtree", "chmod", "symlink", "copy", "move", "truncate", "mkdir", ">>", "'>'", "File.open"}
-	requireRe = "require("
+	deleteMarkers = []string{"rmtree", "unlink", "rmdir", "rm_rf", "rm -rf", "rmSync", "remove", "delete"}
+	requireRe     = "require("
 )
 
 func (s *gstate) scanCode(lang, code string) {
@@ -1283,6 +1317,14 @@ func (s *gstate) scanCode(lang, code string) {
 		if strings.Contains(code, m) {
 			s.fail("%s code runs commands or decodes code (%s), which the guard cannot check", lang, m)
 			return
+		}
+	}
+	if containsAny(code, writeMarkers) || containsAny(code, deleteMarkers) {
+		for _, d := range append(slices.Clone(systemDirs), "/") {
+			if strings.Contains(code, "'"+d+"'") || strings.Contains(code, "\""+d+"\"") || strings.Contains(code, "'"+d+"/'") {
+				s.fail("%s code writes or deletes the system directory %s", lang, d)
+				return
+			}
 		}
 	}
 	if containsAny(code, homeMarkers) && containsAny(code, writeMarkers) {

@@ -122,7 +122,8 @@ type gstate struct {
 	glob  bool // dotglob: globs match dot files
 	// cdpath: the command set CDPATH, so cd DIR may go anywhere.
 	cdpath   bool
-	noSplit  bool // literal(): IFS is empty
+	noSplit  bool     // literal(): IFS is empty
+	written  []string // files this command writes, as absolute paths
 	handlers map[string]handler
 	err      error
 
@@ -418,18 +419,17 @@ func (s *gstate) arithm(e syntax.ArithmExpr) {
 			return false
 		}
 		switch x := n.(type) {
-		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.ParamExp:
-			s.substs(&syntax.Word{Parts: []syntax.WordPart{x.(syntax.WordPart)}})
-			if p, ok := x.(*syntax.ParamExp); ok && p.Param != nil {
-				s.arithmVar(p.Param.Value)
-			}
-			return false
 		case *syntax.Word:
 			if len(x.Parts) == 1 {
 				if l, ok := x.Parts[0].(*syntax.Lit); ok {
 					s.arithmVar(l.Value)
+					return false
 				}
 			}
+			// $x, "$(cmd)", 'a[$(cmd)]': bash evaluates the text again
+			// as arithmetic (let 'x=a[$(curl ...)]').
+			s.arithmText(s.literal(x))
+			return false
 		case *syntax.BinaryArithm:
 			if isAssignOp(x.Op) {
 				if w, ok := x.X.(*syntax.Word); ok {
@@ -570,6 +570,9 @@ func (s *gstate) assign(a *syntax.Assign, nameref bool) {
 	if name == "CDPATH" {
 		s.cdpath = true
 	}
+	if name == "GLOBIGNORE" {
+		s.glob = true // a non-empty GLOBIGNORE turns on dotglob
+	}
 	s.vars[name] = strVar(val)
 }
 
@@ -673,6 +676,7 @@ func (s *gstate) outFile(p string, r *syntax.Redirect) {
 		s.fail("output redirection %s to a path computed at run time (%s) cannot be checked", r.Op, printable(p))
 		return
 	}
+	s.wrote(p)
 	if why := s.writeCheck(p, false); why != "" {
 		s.fail("output redirection to %s writes %s", printable(p), why)
 	}
@@ -976,4 +980,38 @@ func (s *gstate) noteAssignExp(w *syntax.Word) {
 		}
 		return true
 	})
+}
+
+// wrote records a file the command writes; running it later in the same
+// command runs code the guard has not seen as code.
+func (s *gstate) wrote(p string) {
+	s.written = append(s.written, s.absPaths(p)...)
+}
+
+// runsWritten reports whether p is a file written earlier by the command.
+func (s *gstate) runsWritten(p string) bool {
+	for _, a := range s.absPaths(p) {
+		for _, w := range s.written {
+			if a == w || hasGlob(w) || strings.Contains(w, "**") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// holdsSecrets reports whether p is a directory whose tree holds
+// credentials (the home directory, /): archiving or copying it reads them.
+func (s *gstate) holdsSecrets(p string) bool {
+	for _, a := range s.absPaths(p) {
+		if strings.HasPrefix(a, "/**") {
+			continue
+		}
+		for _, r := range s.rules {
+			if r.read && !r.anywhere && segsMatch(append(splitPath(a), "**"), r.segs, s.glob) {
+				return true
+			}
+		}
+	}
+	return false
 }
