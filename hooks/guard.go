@@ -162,7 +162,8 @@ func (g Guard) rules() []pathRule {
 		}
 		add(h+"/.claude.json", "Claude Code's configuration and MCP servers", true)
 		add(h+"/.agent-mcp.json", "the MCP configuration", true)
-		add(h+"/.config/gh/**", "the GitHub CLI's token", true)
+		add(h+"/.config/gh/**", "the GitHub CLI's configuration", false)
+		add(h+"/.config/gh/hosts.yml", "the GitHub CLI's token", true)
 		add(h+"/.config/git/credentials", "git credentials", true)
 		for _, f := range []string{".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 			".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/systemd/**"} {
@@ -204,15 +205,26 @@ func (g Guard) readProtected(segs []string) string {
 }
 
 func (g Guard) match(segs []string, subtree, read, dotglob bool) string {
+	return g.matchRules(g.rules(), segs, subtree, read, dotglob, false)
+}
+
+// matchRules is match over precomputed rules. byName judges a path in an
+// unknown directory ("**" first) by its own names only: a protected
+// directory's "**" tail does not match every relative path then.
+func (g Guard) matchRules(rules []pathRule, segs []string, subtree, read, dotglob, byName bool) string {
 	c := segs
 	if subtree {
 		c = append(append([]string(nil), segs...), "**")
 	}
-	for _, r := range g.rules() {
+	for _, r := range rules {
 		if read && !r.read || subtree && r.anywhere {
 			continue
 		}
-		if !segsMatch(c, r.segs, dotglob) {
+		rs := r.segs
+		if byName && len(rs) > 1 && rs[len(rs)-1] == "**" {
+			rs = rs[:len(rs)-1]
+		}
+		if !segsMatch(c, rs, dotglob) {
 			continue
 		}
 		if r.except != nil && !subtree && segsWithin(c, r.except) {

@@ -132,7 +132,11 @@ func (s *gstate) argChecks(base string, rest []string) {
 				}
 			}
 			if !reader {
-				if why := s.writeCheck(c, false); why != "" {
+				why := s.mentionCheck(c)
+				if writers[base] {
+					why = s.writeCheck(c, false)
+				}
+				if why != "" {
 					s.fail("%s may change %s, which is %s", base, c, why)
 					return
 				}
@@ -968,12 +972,14 @@ func (s *gstate) cdTo(p string) {
 	ps := s.absPaths(p)
 	var out []string
 	for _, d := range ps {
-		if strings.Contains(d, "**") || hasGlob(d) {
+		if strings.Contains(d, "**") {
 			s.cwds = nil
 			return
 		}
-		if r, err := resolveLinks(d); err == nil {
-			d = r
+		if !hasGlob(d) { // for d in */; do (cd $d && make); done
+			if r, err := resolveLinks(d); err == nil {
+				d = r
+			}
 		}
 		out = append(out, d)
 	}

@@ -718,21 +718,27 @@ func (s *gstate) absPaths(p string) []string {
 }
 
 // writeCheck names the protected file a write to p would reach, or "".
+// A relative path in an unknown directory could be any file, and a write
+// there is judged so.
 func (s *gstate) writeCheck(p string, subtree bool) string {
-	for _, a := range s.absPaths(p) {
-		for _, q := range s.pathForms(a) {
-			if why := s.g.match(splitPath(q), subtree, false, s.glob); why != "" {
-				return why
-			}
-		}
-	}
-	return ""
+	return s.check(p, subtree, false, false)
+}
+
+// mentionCheck is writeCheck for an argument that may or may not be a
+// path: in an unknown directory it is judged by its names.
+func (s *gstate) mentionCheck(p string) string {
+	return s.check(p, false, false, true)
 }
 
 func (s *gstate) readCheck(p string) string {
+	return s.check(p, false, true, true)
+}
+
+func (s *gstate) check(p string, subtree, read, lenient bool) string {
 	for _, a := range s.absPaths(p) {
+		byName := lenient && strings.HasPrefix(a, "/**/")
 		for _, q := range s.pathForms(a) {
-			if why := s.g.match(splitPath(q), false, true, s.glob); why != "" {
+			if why := s.g.matchRules(s.rules, splitPath(q), subtree, read, s.glob, byName); why != "" {
 				return why
 			}
 		}

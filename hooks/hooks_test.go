@@ -301,7 +301,7 @@ func TestMainFailsClosed(t *testing.T) {
 	for name, args := range map[string][]string{
 		"no name":        {},
 		"two names":      {"ask-gate", "read-only"},
-		"unknown hook":   {"guard"},
+		"unknown hook":   {"nope"},
 		"bad flag":       {"--bogus", "ask-gate"},
 		"flag no value":  {"ask-gate", "--log"},
 		"relative ws":    {"--workspace", "rel/ws", "ask-gate"},
@@ -384,7 +384,7 @@ func TestHooksAsProcess(t *testing.T) {
 		{"read-only git log", []string{"read-only"}, "", bash("git log --oneline -5 | cat"), ExitAllow},
 		{"read-only Write", []string{"read-only"}, "", payload("Write", map[string]any{"file_path": "/workspace/a"}), ExitDeny},
 		{"read-only empty stdin", []string{"read-only"}, "", nil, ExitDeny},
-		{"unknown hook name", []string{"guard"}, "", bash("ls"), ExitDeny},
+		{"unknown hook name", []string{"nope"}, "", bash("ls"), ExitDeny},
 		{"no hook name", nil, "", bash("ls"), ExitDeny},
 		{"bad flag", []string{"--nope", "read-only"}, "", bash("ls"), ExitDeny},
 	} {
