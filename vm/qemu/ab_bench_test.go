@@ -1,0 +1,103 @@
+package qemu
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/kernel"
+)
+
+// BenchmarkBootAB compares guest kernels and /init binaries side by side on
+// a shared, noisy machine: the variants boot in turn, so load changes hit
+// them alike. Variants come from SBX_BENCH_AB, space separated
+// name=vmlinux[:init] (init defaults to the test init), e.g.
+//
+//	SBX_BENCH_AB="old=.sbx/kernel/small/vmlinux new=/tmp/k/vmlinux full=.sbx/kernel/small/vmlinux:/tmp/sbx" \
+//	  go test -run '^$' -bench BootAB -benchtime 20x ./vm/qemu/
+//
+// For each variant: cold boot to first agent reply, and the median of 5
+// exec round trips (`true`) per box.
+func BenchmarkBootAB(b *testing.B) {
+	spec := os.Getenv("SBX_BENCH_AB")
+	if spec == "" {
+		b.Skip("set SBX_BENCH_AB to name=vmlinux[:init] ... to compare boots")
+	}
+	type variant struct {
+		name       string
+		m          *vm.Manager
+		boot, exec samples
+	}
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var vs []*variant
+	for _, f := range strings.Fields(spec) {
+		name, rest, ok := strings.Cut(f, "=")
+		if !ok {
+			b.Fatalf("SBX_BENCH_AB: %q is not name=vmlinux[:init]", f)
+		}
+		kpath, init, _ := strings.Cut(rest, ":")
+		if init == "" {
+			init = testInit(b)
+		}
+		k := kernel.Kernel{Kind: kernel.KindSmall, Path: kpath}
+		if strings.Contains(kpath, "/boot/") {
+			var err error
+			if k, err = kernel.Stock(b.TempDir()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		be, err := New(ctx, Config{DataDir: b.TempDir(), Kernel: &k, Init: init, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := vm.New(ctx, vm.Config{Backend: be, BootTimeout: 5 * time.Minute, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { m.Close() })
+		vs = append(vs, &variant{name: name, m: m,
+			boot: samples{name: name + " cold boot", unit: "ms"}, exec: samples{name: name + " exec true", unit: "ms"}})
+	}
+	for i := range b.N {
+		for _, v := range vs {
+			name := fmt.Sprintf("ab-%d", i)
+			v.boot.add(ms(startBox(ctx, b, v.m, name)))
+			var ex samples
+			for range 5 {
+				t0 := time.Now()
+				p, err := v.m.Exec(ctx, name, agent.ExecRequest{Argv: []string{"true"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Stdin().Close()
+				go io.Copy(io.Discard, p.Stdout())
+				go io.Copy(io.Discard, p.Stderr())
+				if st, err := p.Wait(); err != nil || st.Code != 0 {
+					b.Fatalf("true: %+v %v", st, err)
+				}
+				ex.add(ms(time.Since(t0)))
+			}
+			_, med, _, _ := ex.stats()
+			v.exec.add(med)
+			if err := v.m.Destroy(ctx, name); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	fmt.Printf("\n%-28s %5s %10s %10s %10s %10s\n", "variant", "n", "min", "median", "p95", "max")
+	for _, v := range vs {
+		for _, s := range []*samples{&v.boot, &v.exec} {
+			lo, med, p95, hi := s.stats()
+			fmt.Printf("%-28s %5d %10.2f %10.2f %10.2f %10.2f  %s\n", s.name, len(s.v), lo, med, p95, hi, s.unit)
+		}
+	}
+}
