@@ -112,7 +112,7 @@ func (s *Server) sessionCapMiddleware(next ssh.Handler) ssh.Handler {
 }
 
 // commandMiddleware serves the session: a command runs through a fresh cobra
-// root; no command gets the banner (the fleet TUI replaces it).
+// root, `scp -f|-t` is legacy scp, and no command is the fleet TUI.
 func (s *Server) commandMiddleware(next ssh.Handler) ssh.Handler {
 	return func(sess ssh.Session) {
 		user, ok := userOf(sess)
@@ -127,12 +127,13 @@ func (s *Server) commandMiddleware(next ssh.Handler) ssh.Handler {
 			user:  user,
 			actor: keys.Actor{User: user.Name, Role: user.Role, Front: "ssh", Addr: clientOf(sess.RemoteAddr())},
 		}
-		if len(sess.Command()) == 0 {
-			fmt.Fprintf(sess, "sbx: signed in as %s (%s). The fleet TUI comes with the ssh issue; try `%s help`.\r\n",
-				user.Name, user.Role, c.usagePrefix())
-			_ = sess.Exit(0)
-		} else {
-			_ = sess.Exit(c.run(sess.Context(), sess.Command()))
+		switch args := sess.Command(); {
+		case len(args) == 0:
+			_ = sess.Exit(c.tui())
+		case args[0] == "scp":
+			_ = sess.Exit(c.scp(args))
+		default:
+			_ = sess.Exit(c.run(sess.Context(), args))
 		}
 		next(sess)
 	}

@@ -1,0 +1,47 @@
+package sshd
+
+import (
+	"fmt"
+
+	"sbx.dev/sbx/gateway/sshd/tui"
+)
+
+// tui serves a session without a command: the fleet TUI on a PTY, a short
+// banner without one.
+func (c *call) tui() int {
+	pty, _, isPty := c.sess.Pty()
+	if !isPty || c.srv.Fleet == nil {
+		fmt.Fprintf(c.sess, "sbx: signed in as %s (%s). Run `ssh -t …` for the fleet TUI, or `%s help` for the commands.\n",
+			c.user.Name, c.user.Role, c.usagePrefix())
+		if c.srv.Fleet == nil {
+			fmt.Fprintln(c.sess.Stderr(), "error: "+errNoFleet.Error())
+			return 1
+		}
+		return 0
+	}
+	ctx := c.sess.Context()
+	stop := c.srv.keepAlive(ctx, c.sess)
+	defer stop()
+	sizes := make(chan tui.Size)
+	go func() {
+		defer close(sizes)
+		for w := range c.srv.Windows(c.sess) {
+			select {
+			case sizes <- tui.Size{Width: w.Width, Height: w.Height}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	err := tui.Run(ctx, tui.Options{
+		Fleet: c.srv.Fleet, Caller: c.actor,
+		In: c.sess, Out: c.sess, // the emulated PTY maps \n to \r\n, as the renderer expects
+		Env: c.sess.Environ(), Width: pty.Window.Width, Height: pty.Window.Height,
+		Windows: sizes, Now: c.srv.Now,
+	})
+	if err != nil {
+		c.srv.Logger.Info("tui ended", "user", c.user.Name, "err", err)
+		return 1
+	}
+	return 0
+}
