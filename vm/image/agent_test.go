@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,7 +66,8 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, err := qemu.New(ctx, qemu.Config{DataDir: data, Kernel: &k, Initramfs: initrd, Debug: true})
+	backend, err := qemu.New(ctx, qemu.Config{DataDir: data, Kernel: &k, Initramfs: initrd, Debug: true,
+		Forwarder: forwarder(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,18 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 	}
 	defer m.Close()
 	const name = "agent-image"
-	if _, err := m.Create(ctx, name, vm.Spec{Image: image.Agent, MemoryMiB: 1024, WorkspaceMiB: 64}); err != nil {
+	// The box's one way out: a test gateway on a unix socket.
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "gateway: %s %s", r.Method, r.URL.Path)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	if _, err := m.Create(ctx, name, vm.Spec{Image: image.Agent, MemoryMiB: 1024, WorkspaceMiB: 64, Egress: sock}); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -97,6 +112,12 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 		{[]string{"node", "--version"}, "v18."},
 		{[]string{"claude", "--version"}, "(Claude Code)"},
 		{[]string{"sh", "-c", "test -f /etc/debian_version && cat /etc/debian_version"}, "12."},
+		// Egress in the pivoted root: the image's /etc/hosts names the
+		// gateway, its resolv.conf names no server, curl reaches the
+		// gateway and nothing else.
+		{[]string{"curl", "-sS", "http://" + vm.EgressHostname + "/from-debian"}, "gateway: GET /from-debian"},
+		{[]string{"sh", "-c", "grep -c nameserver /etc/resolv.conf; getent hosts " + vm.EgressHostname}, "0\n10.0.2.100"},
+		{[]string{"sh", "-c", "curl -sS -m 10 http://example.com/ || curl -sS -m 10 http://93.184.215.14/ || echo blocked"}, "blocked"},
 	} {
 		stdout, stderr, status := run(ctx, t, m, name, tc.argv)
 		if status != "0" || !strings.Contains(stdout, tc.want) {
@@ -110,6 +131,19 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 			t.Logf("%v: %s", tc.argv, strings.TrimSpace(stdout))
 		}
 	}
+}
+
+// forwarder builds the vm tests' guest init, which (like sbx) serves
+// `vm-fwd SOCKET` for QEMU's egress connections; the sbx test binary gets
+// that command only when main.go wires vm.NewForwardCommand.
+func forwarder(t *testing.T) string {
+	out := filepath.Join(t.TempDir(), "fwd")
+	cmd := exec.Command("go", "build", "-o", out, "../qemu/testdata/guestinit")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the forwarder: %v\n%s", err, b)
+	}
+	return out
 }
 
 func run(ctx context.Context, t *testing.T, m *vm.Manager, name string, argv []string) (stdout, stderr string, status string) {
