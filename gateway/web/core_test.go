@@ -1,0 +1,403 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/redact"
+	"sbx.dev/sbx/vm/agent"
+)
+
+// scriptedCore is a core whose boxes the test writes by hand: any task,
+// question, file name, repo name or log bytes (the XSS corpus, a 100-box
+// fleet, a log fanned out to 500 browsers) without booting machines. Its
+// text passes a real redact.Redactor, as the core's does. The real core
+// drives the console in TestBrowserRealFleet.
+type scriptedCore struct {
+	red *redact.Redactor
+
+	mu      sync.Mutex
+	boxes   map[string]*scriptedBox
+	subs    map[chan fleet.Event]keys.Actor
+	answers []string // every Answer/FollowUp text, in order
+}
+
+type scriptedBox struct {
+	box   fleet.Box
+	log   []byte
+	grow  chan struct{} // closed and replaced when log grows
+	files map[string][]byte
+	diff  string
+	inbox []fleet.InboxItem
+}
+
+func newScriptedCore(red *redact.Redactor) *scriptedCore {
+	return &scriptedCore{red: red, boxes: map[string]*scriptedBox{}, subs: map[chan fleet.Event]keys.Actor{}}
+}
+
+func visible(c keys.Actor, owner string) bool { return c.Role == keys.RoleAdmin || c.User == owner }
+
+// add creates a box owned by owner; task, repo and question are raw text.
+func (c *scriptedCore) add(name, owner, task, repo string, created time.Time) {
+	c.mu.Lock()
+	b := &scriptedBox{
+		box: fleet.Box{Name: name, Owner: owner, State: fleet.Running, Agent: "script", Task: c.red.String(task),
+			Repos: []fleet.Repo{}, Allow: []string{}, Created: created, Updated: created, LastOutput: created},
+		grow: make(chan struct{}), files: map[string][]byte{},
+	}
+	if repo != "" {
+		b.box.Repos = []fleet.Repo{{Name: repo, Branch: "sbx/" + name}}
+	}
+	c.boxes[name] = b
+	c.mu.Unlock()
+	c.emit(fleet.Event{Box: name, Owner: owner, Kind: fleet.EventState, State: fleet.Running, At: created})
+}
+
+func (c *scriptedCore) write(name, text string) {
+	c.mu.Lock()
+	b := c.boxes[name]
+	b.log = append(b.log, text...)
+	close(b.grow)
+	b.grow = make(chan struct{})
+	owner := b.box.Owner
+	c.mu.Unlock()
+	c.emit(fleet.Event{Box: name, Owner: owner, Kind: fleet.EventOutput, At: time.Now()})
+}
+
+func (c *scriptedCore) ask(name, question string) {
+	c.mu.Lock()
+	b := c.boxes[name]
+	b.box.Question, b.box.State = c.red.String(question), fleet.Waiting
+	owner := b.box.Owner
+	c.mu.Unlock()
+	c.emit(fleet.Event{Box: name, Owner: owner, Kind: fleet.EventQuestion, State: fleet.Waiting, At: time.Now()})
+}
+
+func (c *scriptedCore) setFile(name, p string, data []byte) {
+	c.mu.Lock()
+	c.boxes[name].files[p] = data
+	c.mu.Unlock()
+}
+
+func (c *scriptedCore) setDiff(name, patch string) {
+	c.mu.Lock()
+	c.boxes[name].diff = patch
+	c.mu.Unlock()
+}
+
+func (c *scriptedCore) answered() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.answers)
+}
+
+func (c *scriptedCore) emit(e fleet.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ch, who := range c.subs {
+		if visible(who, e.Owner) {
+			select {
+			case ch <- e:
+			default: // a slow subscriber loses events, like the core's
+			}
+		}
+	}
+}
+
+func (c *scriptedCore) box(caller keys.Actor, name string) (*scriptedBox, error) {
+	b := c.boxes[name]
+	if b == nil || !visible(caller, b.box.Owner) {
+		return nil, fmt.Errorf("box %q: %w", name, fleet.ErrNotFound)
+	}
+	return b, nil
+}
+
+func (c *scriptedCore) List(_ context.Context, caller keys.Actor) ([]fleet.Box, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []fleet.Box
+	for _, b := range c.boxes {
+		if visible(caller, b.box.Owner) {
+			out = append(out, b.box)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}
+
+func (c *scriptedCore) Get(_ context.Context, caller keys.Actor, name string) (fleet.Box, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return fleet.Box{}, err
+	}
+	return b.box, nil
+}
+
+// scriptedLog follows a scripted box's log from an offset, in chunks that
+// end at line ends, like fleet.LogStream.
+type scriptedLog struct {
+	c      *scriptedCore
+	name   string
+	off    int64
+	follow bool
+}
+
+func (l *scriptedLog) Next(ctx context.Context) (fleet.Chunk, error) {
+	for {
+		l.c.mu.Lock()
+		b := l.c.boxes[l.name]
+		if b == nil {
+			l.c.mu.Unlock()
+			return fleet.Chunk{}, io.EOF
+		}
+		rest := b.log[min(l.off, int64(len(b.log))):]
+		grow := b.grow
+		if i := bytes.LastIndexByte(rest, '\n'); i >= 0 {
+			text := string(rest[:i+1])
+			l.off += int64(i + 1)
+			l.c.mu.Unlock()
+			return fleet.Chunk{Text: l.c.red.String(text), Offset: l.off}, nil
+		}
+		l.c.mu.Unlock()
+		if !l.follow {
+			return fleet.Chunk{}, io.EOF
+		}
+		select {
+		case <-grow:
+		case <-ctx.Done():
+			return fleet.Chunk{}, ctx.Err()
+		}
+	}
+}
+
+func (l *scriptedLog) Close() error { return nil }
+
+func (c *scriptedCore) Logs(_ context.Context, caller keys.Actor, name string, from int64, follow bool) (logStream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.box(caller, name); err != nil {
+		return nil, err
+	}
+	return &scriptedLog{c: c, name: name, off: from, follow: follow}, nil
+}
+
+func (c *scriptedCore) Answer(_ context.Context, caller keys.Actor, name, text string) (fleet.AnswerResult, error) {
+	c.mu.Lock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		c.mu.Unlock()
+		return fleet.AnswerResult{}, err
+	}
+	if b.box.Question.Len() == 0 {
+		c.mu.Unlock()
+		return fleet.AnswerResult{}, fmt.Errorf("box %q has no pending question: %w", name, fleet.ErrConflict)
+	}
+	c.answers = append(c.answers, text)
+	b.box.Question, b.box.State = redact.Safe{}, fleet.Running
+	res := fleet.AnswerResult{Outcome: fleet.Answered, Box: b.box}
+	c.mu.Unlock()
+	c.emit(fleet.Event{Box: name, Owner: b.box.Owner, Kind: fleet.EventState, State: fleet.Running, At: time.Now()})
+	return res, nil
+}
+
+func (c *scriptedCore) FollowUp(_ context.Context, caller keys.Actor, name, text string, force bool) (fleet.AnswerResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return fleet.AnswerResult{}, err
+	}
+	c.answers = append(c.answers, text)
+	return fleet.AnswerResult{Outcome: fleet.Resumed, Box: b.box}, nil
+}
+
+func (c *scriptedCore) Inbox(_ context.Context, caller keys.Actor, name string) ([]fleet.InboxItem, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(b.inbox), nil
+}
+
+func (c *scriptedCore) RemoveInbox(_ context.Context, caller keys.Actor, name string, id int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return err
+	}
+	b.inbox = slices.DeleteFunc(b.inbox, func(it fleet.InboxItem) bool { return it.ID == id })
+	return nil
+}
+
+func (c *scriptedCore) Diff(_ context.Context, caller keys.Actor, name string) (fleet.Diff, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return fleet.Diff{}, err
+	}
+	d := fleet.Diff{Patch: c.red.String(b.diff)}
+	for line := range strings.SplitSeq(b.diff, "\n") {
+		if p, ok := strings.CutPrefix(line, "+++ b/"); ok {
+			d.Files = append(d.Files, fleet.FileStat{Path: c.red.String(p), Added: 1})
+		}
+	}
+	return d, nil
+}
+
+func (c *scriptedCore) setState(caller keys.Actor, name string, st fleet.State) (fleet.Box, error) {
+	c.mu.Lock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		c.mu.Unlock()
+		return fleet.Box{}, err
+	}
+	b.box.State = st
+	box := b.box
+	c.mu.Unlock()
+	c.emit(fleet.Event{Box: name, Owner: box.Owner, Kind: fleet.EventState, State: st, At: time.Now()})
+	return box, nil
+}
+
+func (c *scriptedCore) Sleep(_ context.Context, caller keys.Actor, name string) (fleet.Box, error) {
+	return c.setState(caller, name, fleet.Sleeping)
+}
+
+func (c *scriptedCore) Wake(_ context.Context, caller keys.Actor, name string) (fleet.Box, error) {
+	return c.setState(caller, name, fleet.Done)
+}
+
+func (c *scriptedCore) Keep(_ context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return fleet.Box{}, err
+	}
+	b.box.Keep = keep
+	return b.box, nil
+}
+
+func (c *scriptedCore) Destroy(_ context.Context, caller keys.Actor, name string) error {
+	c.mu.Lock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	delete(c.boxes, name)
+	close(b.grow)
+	c.mu.Unlock()
+	c.emit(fleet.Event{Box: name, Owner: b.box.Owner, Kind: fleet.EventRemoved, At: time.Now()})
+	return nil
+}
+
+func (c *scriptedCore) Events(ctx context.Context, caller keys.Actor) <-chan fleet.Event {
+	ch := make(chan fleet.Event, 64)
+	c.mu.Lock()
+	c.subs[ch] = caller
+	c.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		c.mu.Lock()
+		delete(c.subs, ch)
+		c.mu.Unlock()
+	}()
+	return ch
+}
+
+func (c *scriptedCore) ReadDir(_ context.Context, caller keys.Actor, name, dir string) ([]agent.FileInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return nil, err
+	}
+	dir = strings.Trim(path.Clean(dir), "/.")
+	seen := map[string]bool{}
+	var out []agent.FileInfo
+	for p, data := range b.files {
+		rel := p
+		if dir != "" {
+			var ok bool
+			if rel, ok = strings.CutPrefix(p, dir+"/"); !ok {
+				continue
+			}
+		}
+		first, rest, isDir := strings.Cut(rel, "/")
+		_ = rest
+		if seen[first] {
+			continue
+		}
+		seen[first] = true
+		fi := agent.FileInfo{Name: first, Size: int64(len(data)), Mode: 0o644}
+		if isDir {
+			fi.Mode, fi.Size = fs.ModeDir|0o755, 0
+		}
+		out = append(out, fi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (c *scriptedCore) Artifact(_ context.Context, caller keys.Actor, name, p string) (io.ReadCloser, agent.FileInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return nil, agent.FileInfo{}, err
+	}
+	data, ok := b.files[p]
+	if !ok {
+		return nil, agent.FileInfo{}, fmt.Errorf("%s: %w", p, fleet.ErrNotFound)
+	}
+	return io.NopCloser(bytes.NewReader(data)), agent.FileInfo{Name: path.Base(p), Size: int64(len(data))}, nil
+}
+
+func (c *scriptedCore) Delegate(_ context.Context, caller keys.Actor, req fleet.DelegateRequest) (fleet.Box, error) {
+	if strings.TrimSpace(req.Task) == "" {
+		return fleet.Box{}, fmt.Errorf("task is empty: %w", fleet.ErrInvalid)
+	}
+	name := fmt.Sprintf("box-%d", time.Now().UnixNano()%1e6)
+	repo := ""
+	if len(req.Repos) > 0 {
+		repo = req.Repos[0].Repo
+	}
+	c.add(name, caller.User, req.Task, repo, time.Now())
+	return c.Get(context.Background(), caller, name)
+}
+
+func (c *scriptedCore) AddAccount(_ context.Context, caller keys.Actor, name, token, probe string) (accounts.Account, error) {
+	return accounts.Account{}, fmt.Errorf("scripted core keeps no accounts: %w", fleet.ErrUnavailable)
+}
+
+func (c *scriptedCore) Accounts(context.Context, keys.Actor) ([]accounts.Account, error) {
+	return nil, nil
+}
+
+func (c *scriptedCore) RemoveAccount(context.Context, keys.Actor, string) error {
+	return fmt.Errorf("account: %w", fleet.ErrNotFound)
+}
+
+func (c *scriptedCore) SetDefaultAccount(context.Context, keys.Actor, string) error {
+	return fmt.Errorf("account: %w", fleet.ErrNotFound)
+}
+
+var _ boxes = (*scriptedCore)(nil)
