@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,15 +143,6 @@ func serveBox(t *testing.T, s *Server, box string) string {
 		}
 	})
 	return ln.Addr().String()
-}
-
-func containsAll(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }
 
 // newTestServer is New with a discarding logger unless the test sets one.
