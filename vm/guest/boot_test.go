@@ -476,7 +476,7 @@ func TestBootSwitchesIntoRootImage(t *testing.T) {
 		t.Fatalf("busybox-static is needed (apt-get install busybox-static): %v", err)
 	}
 	os.WriteFile(filepath.Join(src, "bin/busybox"), bb, 0o755)
-	for _, a := range []string{"sh", "cat", "ls", "stat", "readlink"} {
+	for _, a := range []string{"sh", "cat", "ls", "stat", "readlink", "cmp"} {
 		os.Symlink("busybox", filepath.Join(src, "bin", a))
 	}
 	os.WriteFile(filepath.Join(src, "etc/os-release"), []byte("ID=sbx-test-root\n"), 0o644)
@@ -490,8 +490,17 @@ func TestBootSwitchesIntoRootImage(t *testing.T) {
 	if got := b.run(t, "ls", "/"); strings.Contains(got, "init\n") || strings.Contains(got, "newroot") {
 		t.Errorf("initramfs still visible at /:\n%s", got)
 	}
-	if got := b.run(t, "stat", "-c", "%s %a", guest.InstalledPath); !strings.HasSuffix(strings.TrimSpace(got), "755") {
+	if got := b.run(t, "stat", "-c", "%s %a", guest.InstalledPath); !strings.HasSuffix(strings.TrimSpace(got), "755") ||
+		strings.HasPrefix(got, "0 ") {
 		t.Errorf("%s: %q", guest.InstalledPath, got)
+	}
+	// It is the running init, read-only: the agent cannot swap the binary
+	// its hooks run.
+	if got := b.run(t, "sh", "-c", "cat /proc/1/exe | cmp - "+guest.InstalledPath+" && echo same"); got != "same\n" {
+		t.Errorf("%s is not the running init: %q", guest.InstalledPath, got)
+	}
+	if got := b.run(t, "sh", "-c", "if echo x 2>/dev/null >"+guest.InstalledPath+"; then echo written; fi"); strings.Contains(got, "written") {
+		t.Errorf("%s is writable", guest.InstalledPath)
 	}
 	mounts := b.run(t, "cat", "/proc/mounts")
 	for _, want := range []string{"/workspace ext4", "/ ext4", "/proc proc", "/dev devtmpfs"} {

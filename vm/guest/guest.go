@@ -28,7 +28,8 @@ const (
 	RootSerial      = "sbx-root"
 	AgentPort       = "sbx.agent"
 	Workspace       = "/workspace"
-	// InstalledPath is where the init copies itself inside an image root.
+	// InstalledPath is where the init binds itself (read-only) inside an
+	// image root, for `sbx hook` and the like.
 	InstalledPath = "/usr/local/bin/sbx"
 	hostname      = "sbx"
 	newRoot       = "/newroot"
@@ -401,15 +402,15 @@ func mountDisk(dev, dir string) error {
 	return nil
 }
 
-// switchRoot mounts the image root, moves the live mounts into it, copies
-// this binary to InstalledPath there, frees the initramfs and makes the image
+// switchRoot mounts the image root, moves the live mounts into it, binds
+// this binary at InstalledPath there, frees the initramfs and makes the image
 // the root. rootfs cannot be pivot_root'ed, so this is the switch_root dance:
 // MS_MOVE onto / and chroot. PID 1 stays this process.
 func switchRoot(log *slog.Logger, dev string) error {
 	if err := mountDisk(dev, newRoot); err != nil {
 		return err
 	}
-	if err := installSelf(newRoot + InstalledPath); err != nil { // needs /proc
+	if err := bindSelf(newRoot + InstalledPath); err != nil { // needs /proc
 		return err
 	}
 	for _, m := range []string{Workspace, "/dev", "/proc", "/sys", "/run", "/tmp"} {
@@ -421,9 +422,9 @@ func switchRoot(log *slog.Logger, dev string) error {
 			return fmt.Errorf("switch root: move %s: %w", m, err)
 		}
 	}
-	// Free the initramfs copies of big files; the running binary stays
-	// mapped until exit.
-	for _, p := range []string{"/init", "/bin/busybox"} {
+	// Free the initramfs copies of files the image root does not use; the
+	// running binary stays (mapped by PID 1 and bound at InstalledPath).
+	for _, p := range []string{"/bin/busybox"} {
 		_ = os.Remove(p)
 	}
 	if mods, _ := filepath.Glob("/lib/modules/*.ko"); len(mods) > 0 {
@@ -447,34 +448,24 @@ func switchRoot(log *slog.Logger, dev string) error {
 	return nil
 }
 
-// installSelf copies the running binary to dst atomically.
-func installSelf(dst string) error {
-	src, err := os.Open("/proc/self/exe")
-	if err != nil {
-		return fmt.Errorf("install self: %w", err)
-	}
-	defer src.Close()
+// bindSelf makes dst the running binary: a read-only bind mount of it
+// over a placeholder file. Copying it instead wrote the whole binary (25 MB
+// for sbx) into the box's disk and fsynced it on every boot, and the copy
+// could not save memory: PID 1 keeps the initramfs file mapped for good.
+func bindSelf(dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("install self: %w", err)
 	}
-	tmp := dst + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE, 0o755)
 	if err != nil {
-		return fmt.Errorf("install self: %w", err)
+		return fmt.Errorf("install self: placeholder %s: %w", dst, err)
 	}
-	_, err = io.Copy(f, src)
-	if err == nil {
-		err = f.Sync()
+	f.Close()
+	if err := unix.Mount("/proc/self/exe", dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("install self: bind onto %s: %w", dst, err)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("install self to %s: %w", dst, err)
+	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		return fmt.Errorf("install self: read-only %s: %w", dst, err)
 	}
 	return nil
 }

@@ -112,6 +112,8 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 		{[]string{"node", "--version"}, "v18."},
 		{[]string{"claude", "--version"}, "(Claude Code)"},
 		{[]string{"sh", "-c", "test -f /etc/debian_version && cat /etc/debian_version"}, "12."},
+		// The init is bound into the image for `sbx hook` and friends.
+		{[]string{"/usr/local/bin/sbx", "--help"}, "microVMs"},
 		// Egress in the pivoted root: the image's /etc/hosts names the
 		// gateway, its resolv.conf names no server, curl reaches the
 		// gateway and nothing else.
