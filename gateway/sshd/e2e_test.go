@@ -66,7 +66,7 @@ func TestBoxCommands(t *testing.T) {
 	// logs -f follows until the box is destroyed.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	follow := g.sshCmd(ctx, "alice", "logs", "-f", name)
+	follow := g.sshCmd(ctx, "alice", nil, "logs", "-f", name)
 	var fo bytes.Buffer
 	follow.Stdout = &fo
 	if err := follow.Start(); err != nil {
@@ -160,7 +160,7 @@ func TestOwnership(t *testing.T) {
 		{"inbox", name}, {"inbox", "rm", name, "1"}, {"diff", name}, {"diff", "--stat", name},
 		{"sleep", name}, {"wake", name}, {"keep", name}, {"unkeep", name}, {"rm", name},
 		{"allow", name}, {"allow", name, "example.com"}, {"exec", name, "--", "true"},
-		{"-tt", "--", "attach", name},
+		{"-tt", "attach", name},
 	}
 	for _, c := range cmds {
 		mine := g.run("bob", "", c...)
@@ -224,7 +224,7 @@ func TestExec(t *testing.T) {
 	g.must("alice", "exec", name, "--", "sh", "-c", "'echo hi > /workspace/a.txt'")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := g.sshCmd(ctx, "alice", "exec", name, "--", "tar", "c", "-C", "/workspace", ".")
+	cmd := g.sshCmd(ctx, "alice", nil, "exec", name, "--", "tar", "c", "-C", "/workspace", ".")
 	tarball, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)

@@ -246,25 +246,12 @@ func (g *gateway) sshOpts(user string) []string {
 		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes"}
 }
 
-// ssh runs the real OpenSSH client as user: args are client options and
-// then the remote command.
-func (g *gateway) sshCmd(ctx context.Context, user string, args ...string) *exec.Cmd {
-	a := append(g.sshOpts(user), "-p", g.port)
-	a = append(a, args[:len(args)-countRemote(args)]...)
+// sshCmd runs the real OpenSSH client as user with client options opts
+// and the remote command.
+func (g *gateway) sshCmd(ctx context.Context, user string, opts []string, remote ...string) *exec.Cmd {
+	a := append(append(g.sshOpts(user), "-p", g.port), opts...)
 	a = append(a, "127.0.0.1")
-	a = append(a, args[len(args)-countRemote(args):]...)
-	return exec.CommandContext(ctx, "ssh", a...)
-}
-
-// countRemote: client options come first and start with "-"; the rest is
-// the remote command. "--" separates them explicitly.
-func countRemote(args []string) int {
-	for i, a := range args {
-		if a == "--" {
-			return len(args) - i - 1
-		}
-	}
-	return len(args)
+	return exec.CommandContext(ctx, "ssh", append(a, remote...)...)
 }
 
 type result struct {
@@ -272,12 +259,17 @@ type result struct {
 	code           int
 }
 
-// run runs a remote command as user with stdin.
+// run runs a remote command as user with stdin; a first argument "-tt"
+// is the client's (force a PTY).
 func (g *gateway) run(user, stdin string, remote ...string) result {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := g.sshCmd(ctx, user, remote...)
+	var opts []string
+	if len(remote) > 0 && remote[0] == "-tt" {
+		opts, remote = remote[:1], remote[1:]
+	}
+	cmd := g.sshCmd(ctx, user, opts, remote...)
 	var o, e bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &o, &e
 	err := cmd.Run()

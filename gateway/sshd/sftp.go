@@ -54,7 +54,8 @@ func (s *Server) sftpSubsystem(sess ssh.Session) {
 	bfs := &boxFS{ctx: sess.Context(), f: s.Fleet, actor: actorOf(user, sess)}
 	// Writes go to the raw channel: the library's PTY emulation must never
 	// touch the protocol.
-	rwc := rawRWC{Reader: sess, Writer: ch.raw, Closer: sess}
+	// Closing is the library's: it sends the exit status first.
+	rwc := rawRWC{Reader: sess, Writer: ch.raw, Closer: io.NopCloser(nil)}
 	srv := sftp.NewRequestServer(rwc, sftp.Handlers{FileGet: bfs, FilePut: bfs, FileCmd: bfs, FileList: bfs})
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
 		s.Logger.Debug("sftp session ended", "user", user.Name, "err", err)
