@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,10 @@ func FuzzGuard(f *testing.F) {
 	getenv, _ := guardEnv(f)
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, cmd string) {
+		// A hook that hangs is a deny after selfDeadline, but a hang is
+		// still a bug: crash with the input so the fuzzer records it.
+		hang := time.AfterFunc(10*time.Second, func() { panic("guard hangs on " + strconv.Quote(cmd)) })
+		defer hang.Stop()
 		err := boxGuard.CheckBash(cmd, dir)
 		if err != nil && strings.Contains(err.Error(), "internal error") {
 			t.Fatalf("%q: %v", cmd, err)

@@ -119,6 +119,7 @@ type gstate struct {
 	pos   []string // positional parameters of a nested shell or function
 	inPos bool     // pos is set (top level: the Bash tool's shell has none)
 	depth int
+	steps int
 	glob  bool // dotglob: globs match dot files
 	// cdpath: the command set CDPATH, so cd DIR may go anywhere.
 	cdpath   bool
@@ -142,10 +143,18 @@ func (s *gstate) fact(dst *string, what string) {
 	}
 }
 
+// maxSteps bounds the walk: loops are walked twice and functions at each
+// call, so nesting multiplies the work; past this the command is denied.
+const maxSteps = 5000
+
 func (s *gstate) enter() bool {
 	s.depth++
+	s.steps++
 	if s.depth > maxDepth {
 		s.fail("the command nests deeper than %d levels", maxDepth)
+	}
+	if s.steps > maxSteps {
+		s.fail("the command is too complex for the guard to follow (more than %d steps)", maxSteps)
 	}
 	return s.err == nil
 }
