@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet"
+)
+
+// InsertBox adds a box.
+func (s *Store) InsertBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		now := nanos(time.Now())
+		_, err := tx.Exec(ctx, "INSERT INTO boxes (name, owner, state, doc, created, updated) VALUES ($1, $2, $3, $4, $5, $6)",
+			b.Name, b.Owner, b.State, string(b.Doc), now, now)
+		if isUnique(err) {
+			return fmt.Errorf("box %q: %w", b.Name, fleet.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("insert box %q: %w", b.Name, err)
+		}
+		return auditIf(ctx, tx, rec)
+	})
+}
+
+// UpdateBox replaces a box's document.
+func (s *Store) UpdateBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "UPDATE boxes SET owner = $1, state = $2, doc = $3, updated = $4 WHERE name = $5",
+			b.Owner, b.State, string(b.Doc), nanos(time.Now()), b.Name)
+		if err != nil {
+			return fmt.Errorf("update box %q: %w", b.Name, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("box %q: %w", b.Name, fleet.ErrNotFound)
+		}
+		return auditIf(ctx, tx, rec)
+	})
+}
+
+// DeleteBox removes a box and its inbox.
+func (s *Store) DeleteBox(ctx context.Context, name string, rec audit.Entry) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "DELETE FROM boxes WHERE name = $1", name); err != nil {
+			return fmt.Errorf("delete box %q: %w", name, err)
+		}
+		return auditIf(ctx, tx, rec)
+	})
+}
+
+// GetBox returns one box.
+func (s *Store) GetBox(ctx context.Context, name string) (fleet.BoxDoc, error) {
+	var b fleet.BoxDoc
+	var d string
+	err := s.pool.QueryRow(ctx, "SELECT name, owner, state, doc FROM boxes WHERE name = $1", name).Scan(&b.Name, &b.Owner, &b.State, &d)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, fmt.Errorf("box %q: %w", name, fleet.ErrNotFound)
+	}
+	if err != nil {
+		return b, fmt.Errorf("get box %q: %w", name, err)
+	}
+	b.Doc = []byte(d)
+	return b, nil
+}
+
+// ListBoxes returns every box, oldest first.
+func (s *Store) ListBoxes(ctx context.Context) ([]fleet.BoxDoc, error) {
+	rows, err := s.pool.Query(ctx, "SELECT name, owner, state, doc FROM boxes ORDER BY created, name")
+	if err != nil {
+		return nil, fmt.Errorf("list boxes: %w", err)
+	}
+	defer rows.Close()
+	var out []fleet.BoxDoc
+	for rows.Next() {
+		var b fleet.BoxDoc
+		var d string
+		if err := rows.Scan(&b.Name, &b.Owner, &b.State, &d); err != nil {
+			return nil, fmt.Errorf("list boxes: %w", err)
+		}
+		b.Doc = []byte(d)
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// AddInbox queues a follow-up for a box.
+func (s *Store) AddInbox(ctx context.Context, box, by, text string, at time.Time, rec audit.Entry) (int64, error) {
+	var id int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, "INSERT INTO box_inbox (box, by, text, at) VALUES ($1, $2, $3, $4) RETURNING id", box, by, text, nanos(at)).Scan(&id)
+		if isForeignKey(err) {
+			return fmt.Errorf("queue follow-up for box %q: %w", box, fleet.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("queue follow-up for box %q: %w", box, err)
+		}
+		return auditIf(ctx, tx, rec)
+	})
+	return id, err
+}
+
+// ListInbox returns a box's queued follow-ups, oldest first.
+func (s *Store) ListInbox(ctx context.Context, box string) ([]fleet.InboxDoc, error) {
+	rows, err := s.pool.Query(ctx, "SELECT id, box, by, text, at FROM box_inbox WHERE box = $1 ORDER BY id", box)
+	if err != nil {
+		return nil, fmt.Errorf("inbox of box %q: %w", box, err)
+	}
+	defer rows.Close()
+	var out []fleet.InboxDoc
+	for rows.Next() {
+		var d fleet.InboxDoc
+		var at int64
+		if err := rows.Scan(&d.ID, &d.Box, &d.By, &d.Text, &at); err != nil {
+			return nil, fmt.Errorf("inbox of box %q: %w", box, err)
+		}
+		d.At = time.Unix(0, at)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// DeleteInbox removes one queued follow-up.
+func (s *Store) DeleteInbox(ctx context.Context, box string, id int64, rec audit.Entry) (bool, error) {
+	found := false
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM box_inbox WHERE box = $1 AND id = $2", box, id)
+		if err != nil {
+			return fmt.Errorf("remove inbox item %d of box %q: %w", id, box, err)
+		}
+		if found = tag.RowsAffected() > 0; !found {
+			return nil
+		}
+		return auditIf(ctx, tx, rec)
+	})
+	return found, err
+}
