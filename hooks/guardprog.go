@@ -182,11 +182,13 @@ func pathCandidates(a string) []string {
 	if _, v, ok := strings.Cut(a, "="); ok && v != "" {
 		out = append(out, v)
 	}
-	if v, ok := strings.CutPrefix(a, "@"); ok && v != "" {
-		out = append(out, v)
-	}
 	if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(a) > 2 {
 		out = append(out, a[2:])
+	}
+	for _, c := range out {
+		if v, ok := strings.CutPrefix(c, "@"); ok && v != "" {
+			out = append(out, v)
+		}
 	}
 	return out
 }
