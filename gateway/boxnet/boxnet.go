@@ -172,6 +172,13 @@ type Config struct {
 	MaxTunnels int
 	// DialTimeout bounds an egress dial; 0 means 15 s.
 	DialTimeout time.Duration
+	// MaxConns bounds a box's concurrent connections to the gateway (each
+	// guest TCP connection is one); further ones wait to be accepted. 0 means
+	// 256.
+	MaxConns int
+	// MaxBodyBytes bounds a model or MCP request body; 0 means 64 MiB. Git
+	// bodies (packs) are not bounded here.
+	MaxBodyBytes int64
 
 	// TestOnlyAllowLoopbackEgress lets the egress proxy dial loopback
 	// addresses (127.0.0.0/8, ::1) so tests can reach local servers. It has
@@ -226,6 +233,12 @@ func New(cfg Config) *Server {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 15 * time.Second
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 256
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "boxnet"), boxes: map[string]*boxState{}}
 	s.transport = cfg.Transport
 	if s.transport == nil {
@@ -253,8 +266,10 @@ func (s *Server) Serve(ctx context.Context, box string, ln net.Listener) error {
 		ReadHeaderTimeout: s.cfg.HeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// Requests and tunnels end with ctx: a stopped box keeps nothing
+		// open through the gateway.
 		BaseContext: func(net.Listener) context.Context {
-			return context.WithValue(context.WithoutCancel(ctx), boxKey{}, st)
+			return context.WithValue(ctx, boxKey{}, st)
 		},
 	}
 	done := make(chan struct{})
@@ -269,7 +284,7 @@ func (s *Server) Serve(ctx context.Context, box string, ln net.Listener) error {
 		case <-done:
 		}
 	}()
-	err := hs.Serve(ln)
+	err := hs.Serve(&limitListener{Listener: ln, sem: make(chan struct{}, s.cfg.MaxConns)})
 	close(done)
 	if errors.Is(err, http.ErrServerClosed) || ctx.Err() != nil {
 		return nil
@@ -286,6 +301,34 @@ func (s *Server) state(box string) *boxState {
 		s.boxes[box] = st
 	}
 	return st
+}
+
+// limitListener holds a slot per open connection; Accept waits for one.
+type limitListener struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // Forget drops the bookkeeping of a destroyed box.
@@ -307,8 +350,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.IsAbs() || r.URL.Host != "" {
 		// A client with HTTP_PROXY set and no NO_PROXY for the gateway asks
-		// the proxy for the gateway's own URLs: serve them locally.
-		if h := strings.ToLower(r.URL.Hostname()); h == GatewayHost && (r.URL.Port() == "" || r.URL.Port() == "80") && r.URL.Scheme == "http" {
+		// the proxy for the gateway's own URLs: serve them locally (the
+		// gateway's address means the gateway, whatever the port).
+		if r.URL.Hostname() == GatewayHost && r.URL.Scheme == "http" {
 			s.route(w, r, st)
 			return
 		}

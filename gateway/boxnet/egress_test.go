@@ -142,12 +142,12 @@ func TestEgressForbiddenAddresses(t *testing.T) {
 		{"https://10.1.2.3/", "10.1.2.3", "RFC 1918"},
 		{"http://169.254.169.254/latest/meta-data/", "169.254.169.254", "metadata"},
 		{"https://[::1]:" + tlsPort + "/", "::1", "reserved IPv6"},
-		{"https://[::ffff:127.0.0.1]:" + tlsPort + "/", "127.0.0.1", "loopback"},
+		{"https://[::ffff:127.0.0.1]:" + tlsPort + "/", "::ffff:127.0.0.1", "loopback"},
 		{"https://[fd00::1]/", "fd00::1", "unique local"},
 		{"https://[fe80::1]/", "fe80::1", "link-local"},
 		{"https://100.100.100.200/", "100.100.100.200", "CGNAT"},
 		{"https://0.0.0.0:" + tlsPort + "/", "0.0.0.0", "this-network"},
-		{"http://" + GatewayHost + ":8080/", GatewayHost, "RFC 1918"},
+		{"https://" + GatewayHost + "/", GatewayHost, "RFC 1918"},
 		{"https://nosuch.test/", "nosuch.test", "cannot resolve"},
 	} {
 		body, status, err := curl(t, proxy, tc.target)
@@ -157,6 +157,14 @@ func TestEgressForbiddenAddresses(t *testing.T) {
 		if d := pol.lastDecision(t, tc.host); d.Verdict != Deny || d.Box != "b2" || !strings.Contains(d.Reason, tc.reason) {
 			t.Fatalf("%s: decision %+v, want deny for %q", tc.target, d, tc.reason)
 		}
+	}
+	if n := len(pol.audited(KindEgress)); n != 19 {
+		t.Fatalf("%d egress decisions, want one per request", n)
+	}
+	// Plain HTTP to the gateway's own address is the gateway, not egress.
+	body, status, err := curl(t, proxy, "http://"+GatewayHost+":8080/nothing")
+	if err != nil || status != "404" || !strings.Contains(body, "sbx gateway: unknown endpoint") {
+		t.Fatalf("gateway address through the proxy: %v %s %q", err, status, body)
 	}
 }
 
@@ -267,5 +275,67 @@ func TestEgressTunnelLimitAndIdle(t *testing.T) {
 			t.Fatalf("slot never freed: %q", status)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BenchmarkEgressDecision is one allow-list decision with resolution.
+func BenchmarkEgressDecision(b *testing.B) {
+	pol := newPolicy()
+	pol.set("b", BoxPolicy{AllowDomains: []string{"a.test", "*.github.com", "pypi.org", "*.npmjs.org"}})
+	res := &mapResolver{names: map[string][]netip.Addr{"api.github.com": {netip.MustParseAddr("140.82.112.6"), netip.MustParseAddr("2606:50c0:8000::64")}}}
+	s := newTestServer(Config{Policy: pol, Resolver: res})
+	ctx := context.Background()
+	for b.Loop() {
+		if v := s.decideEgress(ctx, "b", "API.github.com.", 443); !v.ok {
+			b.Fatal(v.reason)
+		}
+		res.lookups = res.lookups[:0]
+	}
+}
+
+// BenchmarkTunnel is bulk throughput through one CONNECT tunnel to a
+// loopback sink (the box side of a large download, reversed).
+func BenchmarkTunnel(b *testing.B) {
+	sink, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	go func() {
+		for {
+			c, err := sink.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	pol := newPolicy()
+	pol.set("b", BoxPolicy{AllowDomains: []string{"sink.test"}})
+	s := newTestServer(Config{Policy: pol, Resolver: &mapResolver{names: map[string][]netip.Addr{"sink.test": lo}}, TestOnlyAllowLoopbackEgress: true})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Serve(ctx, "b", ln)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	_, port, _ := net.SplitHostPort(sink.Addr().String())
+	fmt.Fprintf(c, "CONNECT sink.test:%s HTTP/1.1\r\nHost: sink.test\r\n\r\n", port)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		b.Fatalf("CONNECT: %v %v", err, resp)
+	}
+	buf := make([]byte, 1<<20)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -40,6 +40,7 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request, st *boxState) {
 	d.Verdict, d.Reason = Allow, "configured MCP server"
 	s.audit(ctx, d)
 
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	target := joinPath(route.URL, sub)
 	switch {
 	case route.URL.RawQuery == "":

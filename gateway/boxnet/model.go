@@ -77,6 +77,7 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 	d.Verdict, d.Reason = Allow, "within budget"
 	s.audit(ctx, d)
 
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	target := joinPath(up, sub)
 	target.RawQuery = r.URL.RawQuery
 	key := m.APIKey
