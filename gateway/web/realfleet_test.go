@@ -1,0 +1,228 @@
+package web
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/ssh"
+
+	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/gittest"
+	"sbx.dev/sbx/fleet/seal"
+	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/internal/testutil"
+	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/redact"
+	"sbx.dev/sbx/store"
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/qemu"
+)
+
+// TestBrowserRealFleet drives the console in Chromium against the real
+// core: a QEMU box from the Debian agent image, the script agent, a git
+// repository over smart HTTP. Delegate through the form, watch the log
+// arrive live, answer the agent's question, see the diff, download the
+// file it changed, destroy the box.
+func TestBrowserRealFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a QEMU box")
+	}
+	ctx := context.Background()
+	data := t.TempDir()
+	src := agentData(t)
+	for _, d := range []string{"images", "kernel"} {
+		if err := os.Symlink(filepath.Join(src, d), filepath.Join(data, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(src, "accel.json")); err == nil {
+		os.WriteFile(filepath.Join(data, "accel.json"), b, 0o600)
+	}
+	logs := &testutil.SyncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	st, err := store.Open(ctx, filepath.Join(data, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	al := audit.New(st, logger, nil)
+	svc := keys.NewService(st, al, nil)
+	if _, _, err := svc.AddUser(ctx, cli, "alice", keys.RoleOperator, newAuthorizedKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	alice := keys.Actor{User: "alice", Role: keys.RoleOperator, Front: "test"}
+
+	b := make([]byte, 18)
+	rand.Read(b)
+	token := "ghp_" + hex.EncodeToString(b)[:36]
+	git := gittest.New(t, gittest.Options{Token: token})
+	git.CreateRepo("acme", "widget", map[string]string{"README.md": "widget\n"})
+	sealer, err := seal.Load(data, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := accounts.New(st, sealer, al, accounts.Config{Host: git.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	red, err := redact.New(ctx, func(context.Context) ([]string, error) { return []string{token}, nil }, redact.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: guestSBX(t), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := vm.New(ctx, vm.Config{Backend: be, MaxBoxes: 2, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := fleet.New(ctx, fleet.Config{Store: st, VM: mgr, Accounts: acc, Audit: al, Redactor: red, DataDir: data,
+		Policy: fleet.Policy{Spec: vm.Spec{Image: "agent", MemoryMiB: 512}, TickEvery: time.Hour}, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		core.Close()
+		for _, b := range mgr.List() {
+			mgr.Destroy(context.Background(), b.Name)
+		}
+		mgr.Close()
+	})
+	if _, err := core.AddAccount(ctx, alice, "work", token, "acme/widget"); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(New(Options{Identity: svc, Logger: logger, Audit: al, Fleet: core,
+		Sessions: st.SessionStore(nil), Throttle: throttle.NewAuth(20, 10*time.Minute, nil)}))
+	t.Cleanup(ts.Close)
+	link, _, err := svc.CreateLoginLink(ctx, cli, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	br := chromium(t)
+	br.do("log in", chromedp.Navigate(ts.URL+"/login/"+link), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#fleet-rows")))
+	br.clean("empty fleet")
+	br.do("delegate", chromedp.Navigate(ts.URL+"/delegate"), chromedp.WaitVisible(chromedp.CSS("#task")))
+	br.clean("delegate form with an account")
+	br.do("fill", chromedp.SendKeys(chromedp.CSS("#task"), "add a word to the README"),
+		chromedp.SendKeys(chromedp.CSS("#repo"), "acme/widget"),
+		chromedp.SetValue(chromedp.CSS("#agent"), "script"))
+	// Delegate returns once the agent has started: a boot under TCG.
+	dctx, cancel := context.WithTimeout(br.ctx, 3*time.Minute)
+	defer cancel()
+	if err := chromedp.Do(dctx, chromedp.Click(chromedp.CSS("#delegate")), chromedp.WaitVisible(chromedp.CSS("#log"))); err != nil {
+		t.Fatalf("delegate: %v", err)
+	}
+	loc := br.location()
+	name := strings.TrimPrefix(loc, ts.URL+"/boxes/")
+	if name == loc || name == "" {
+		t.Fatalf("after delegate at %s", loc)
+	}
+	br.waitForLong("the question in the live log", `document.querySelector('#log').innerText.includes('Which word should I add')`, 2*time.Minute)
+	br.waitForLong("the question panel", `document.querySelector('#question') && document.querySelector('input[name=mode][value=answer]')`, time.Minute)
+	br.clean("box waiting")
+	br.screenshot("real-box-question.png")
+	br.do("answer", chromedp.SendKeys(chromedp.CSS("#answer-text"), "banana"), chromedp.Click(chromedp.CSS("#answer-send")))
+	br.waitFor("the answer's flash", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('Answer sent')`)
+	br.waitForLong("the agent's commit in the live log", `document.querySelector('#log').innerText.includes('committed')`, 2*time.Minute)
+	br.waitForLong("done", `document.querySelector('#state') && document.querySelector('#state').innerText === 'done'`, time.Minute)
+	var logText string
+	br.eval(`document.querySelector('#log').innerText`, &logText)
+	if strings.Contains(logText, token) {
+		t.Errorf("the account token reached the browser")
+	}
+	// The diff and files load when the page does: reload now it is done.
+	br.do("reload", chromedp.Navigate(ts.URL+"/boxes/"+name), chromedp.WaitVisible(chromedp.CSS("#log")))
+	br.waitForLong("the diff", `document.querySelector('#diff .patch') && document.querySelector('#diff .patch').innerText.includes('+banana')`, time.Minute)
+	br.waitForLong("the files", `document.querySelector('#files a[href$="path=widget"]')`, time.Minute)
+	br.do("open widget/", chromedp.Click(chromedp.CSS(`#files a[href$="path=widget"]`)))
+	br.waitFor("README.md", `document.querySelector('#files a[href$="README.md"]')`)
+	br.do("download", chromedp.Click(chromedp.CSS(`#files a[href$="README.md"]`)))
+	if got := waitFile(t, filepath.Join(br.download, "README.md")); !strings.Contains(got, "banana") {
+		t.Errorf("downloaded README.md: %q", got)
+	}
+	br.clean("box done")
+	br.screenshot("real-box-done.png")
+	br.do("destroy", chromedp.Click(chromedp.CSS(`form[action$="/destroy"] button`)))
+	br.waitForLong("the fleet page", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('destroyed')`, time.Minute)
+	if _, err := core.Get(ctx, alice, name); err == nil {
+		t.Errorf("box %s still there after destroy", name)
+	}
+}
+
+// waitForLong is waitFor with a longer bound (a box boots, an agent runs).
+func (c *chrome) waitForLong(what, js string, d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		var ok bool
+		c.eval("!!("+js+")", &ok)
+		if ok {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.waitFor(what, js)
+}
+
+// agentData is the checkout's data dir holding the kernel and the Debian
+// agent image (`go tool task image`).
+func agentData(t *testing.T) string {
+	for _, d := range []string{os.Getenv("SBX_DATA"), "../../.sbx"} {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "images", "agent.ext4")); err == nil {
+			abs, _ := filepath.Abs(d)
+			return abs
+		}
+	}
+	t.Fatal("the agent image is missing: run `go tool task image` (go tool task test does)")
+	return ""
+}
+
+// guestSBX builds the static sbx binary: the guest's init and script agent.
+func guestSBX(t *testing.T) string {
+	if p := os.Getenv("SBX_TEST_BINARY"); p != "" {
+		return p
+	}
+	out := filepath.Join(t.TempDir(), "sbx")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "sbx.dev/sbx")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build sbx: %v\n%s", err, b)
+	}
+	return out
+}
+
+func newAuthorizedKey(t *testing.T) string {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(ssh.MarshalAuthorizedKey(pk))
+}
