@@ -123,6 +123,10 @@ func (s *gstate) argChecks(base string, rest []string) {
 		for _, c := range pathCandidates(plain) {
 			s.netPath(c)
 			if !metaPrograms[base] && !networkTools[base] && s.holdsSecrets(c) {
+				if recursiveReader(base, rest) {
+					s.fail("%s searches %s, which holds credentials or the agent's settings; search a narrower directory", base, c)
+					return
+				}
 				s.fact(&s.secret, c+" (holds credentials)")
 			}
 			if !metaPrograms[base] {
@@ -404,6 +408,21 @@ func buildHandlers() map[string]handler {
 		}
 	}
 	h["claude"] = (*gstate).claude
+	// npx @anthropic-ai/claude-code ..., node .../claude-code/cli.js ...
+	for _, n := range []string{"npx", "bunx", "pnpx", "node", "nodejs", "bun", "deno"} {
+		prev := h[n]
+		h[n] = func(s *gstate, base string, args []string, in stdin) {
+			for i, a := range args {
+				if strings.Contains(a, "claude-code") {
+					s.claude(base, args[i+1:], in)
+					return
+				}
+			}
+			if prev != nil {
+				prev(s, base, args, in)
+			}
+		}
+	}
 	h["crontab"] = func(s *gstate, _ string, args []string, _ stdin) {
 		if !(len(args) == 1 && args[0] == "-l") {
 			s.fail("crontab installs commands that run later; only crontab -l is allowed")
@@ -1031,6 +1050,13 @@ func (s *gstate) read(base string, args []string, _ stdin) {
 
 // claude: the agent may not reconfigure its own runtime.
 func (s *gstate) claude(_ string, args []string, _ stdin) {
+	for name := range s.vars {
+		if strings.HasPrefix(name, "ANTHROPIC_") || strings.HasPrefix(name, "CLAUDE_") ||
+			strings.HasSuffix(strings.ToUpper(name), "_PROXY") {
+			s.fail("running claude with %s set by the command redirects the agent's runtime", name)
+			return
+		}
+	}
 	for _, a := range args {
 		name, _, _ := strings.Cut(a, "=")
 		switch name {
@@ -1394,6 +1420,22 @@ func safeProducer(cs *syntax.CmdSubst) bool {
 		return len(ce.Args) >= 2 && (ce.Args[1].Lit() == "rev-parse" || ce.Args[1].Lit() == "describe" || ce.Args[1].Lit() == "branch")
 	case "go":
 		return len(ce.Args) >= 2 && ce.Args[1].Lit() == "env"
+	}
+	return false
+}
+
+// recursiveReader: a search that reads every file under a directory.
+func recursiveReader(base string, args []string) bool {
+	switch base {
+	case "rg", "ag", "ack", "ack-grep":
+		return true
+	case "grep", "egrep", "fgrep", "zgrep":
+		for _, a := range options(argList(args)) {
+			if a == "--recursive" || a == "--dereference-recursive" || a == "-d" ||
+				!strings.HasPrefix(a, "--") && strings.ContainsAny(a, "rR") {
+				return true
+			}
+		}
 	}
 	return false
 }

@@ -878,6 +878,11 @@ func (s *gstate) substs(w *syntax.Word) (opaque bool) {
 			s.merge(sn)
 			return false
 		case *syntax.ParamExp:
+			// ${GH_TOKEN:0:5} is not expanded below (opaque), but it
+			// still reads the secret.
+			if x.Param != nil && isSecretName(x.Param.Value) {
+				s.fact(&s.secret, "$"+x.Param.Value)
+			}
 			if x.Names != 0 || x.Excl && x.Param != nil && !hasKnownValue(s, x.Param.Value) {
 				// ${!prefix*} lists names the guard does not know;
 				// ${!x} reads a variable named by x's value.
