@@ -26,8 +26,11 @@ reason on stderr). Every decision is appended as a JSON line to the workspace's
 ` + LogFile + ` (or SBX_HOOK_LOG / --log). The workspace is /workspace unless
 SBX_WORKSPACE or --workspace says otherwise. Anything unexpected is a deny.
 
-Hooks: ask-gate (deny every call while .agent.question is pending, except
-writing it), read-only (the side-question lane: deny every tool that writes).`,
+Hooks: guard (the driver lane: deny control-plane edits and reads, credential
+exfiltration, runtime reconfiguration and deleting system directories, deciding
+Bash on its parsed syntax tree), ask-gate (deny every call while .agent.question
+is pending, except writing it), read-only (the side-question lane: deny every
+tool that writes).`,
 		DisableFlagParsing: true,
 		SilenceUsage:       true,
 		SilenceErrors:      true,

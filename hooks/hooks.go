@@ -1,6 +1,8 @@
 // Package hooks holds the Claude Code hooks that run inside a box as
-// `sbx hook <name>`: ask-gate (no tool calls while a question waits for the
-// operator) and read-only (the side-question lane: nothing that writes).
+// `sbx hook <name>`: guard (the driver lane's containment: no control-plane
+// edits, no credential exfiltration, no runtime reconfiguration, no deleting
+// system directories), ask-gate (no tool calls while a question waits for
+// the operator) and read-only (the side-question lane: nothing that writes).
 //
 // Claude Code runs a PreToolUse hook with a JSON object on stdin. Exit 0 lets
 // the call through; exit 2 blocks it and shows stderr to the model. Any other
@@ -9,16 +11,28 @@
 // unknown shape, an unknown tool, an I/O error or an internal panic all end
 // in exit 2 with a one-line reason.
 //
+// guard and read-only decide Bash commands on the mvdan.cc/sh/v3 syntax
+// tree, never on the command text: guard walks it in order with quotes and
+// escapes removed, following the variables, functions and directories the
+// command sets and every nested shell (bash -c, eval, xargs, find -exec,
+// sudo, env, timeout, ...), and denies what it cannot resolve where it
+// matters (a program named by command output, code fed to a shell through
+// a pipe). File tools are judged on the path with .., // and symlinks
+// resolved. guard is a second line: the box holds no long-lived secret and
+// reaches only the gateway.
+//
 // Every decision is appended as one JSON line (Entry) to
 // /workspace/.agent.hooks.log, or SBX_HOOK_LOG, so denials can be shown with
-// the transcript. SBX_WORKSPACE (or --workspace) moves the workspace.
+// the transcript. SBX_WORKSPACE (or --workspace) moves the workspace; HOME
+// is the agent's home (default /root).
 //
-// The core installs them in the guest's ~/.claude/settings.json, the driver
-// lane with ask-gate (and guard, issue 7), a side-question session with
-// read-only:
+// The core installs them in the guest's ~/.claude/settings.json by absolute
+// path (a relative "sbx" could be shadowed earlier in PATH): the driver lane
+// with guard and ask-gate, a side-question session with read-only:
 //
 //	{"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
-//	  {"type": "command", "command": "sbx hook ask-gate", "timeout": 30}]}]}}
+//	  {"type": "command", "command": "/usr/local/bin/sbx hook guard", "timeout": 30},
+//	  {"type": "command", "command": "/usr/local/bin/sbx hook ask-gate", "timeout": 30}]}]}}
 //
 // This package runs in the guest and imports no server package.
 package hooks
