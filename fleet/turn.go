@@ -132,7 +132,7 @@ func (f *Fleet) follow(rec record) {
 	go func() {
 		defer f.wg.Done()
 		defer close(stopped)
-		f.followTurn(ctx, rec)
+		f.followTurn(ctx, rec, stopped)
 	}()
 }
 
@@ -150,7 +150,7 @@ func (f *Fleet) stopFollow(rt *boxRT) {
 // the turn when the agent exits. A broken stream is resumed from the last
 // stored offset; a cancelled ctx (sleep, destroy, shutdown) leaves the turn
 // running for the next follower.
-func (f *Fleet) followTurn(ctx context.Context, rec record) {
+func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}) {
 	p := profiles()[rec.Agent]
 	parser := p.newParser()
 	out, exit := turnFiles(rec.Turn)
@@ -163,7 +163,7 @@ func (f *Fleet) followTurn(ctx context.Context, rec record) {
 		code, n, err := f.followOnce(ctx, rec, parser, out, exit, raw)
 		raw += n
 		if err == nil {
-			f.endTurn(ctx, rec.Name, rec.Turn, code, parser, raw)
+			f.endTurn(ctx, rec.Name, rec.Turn, code, parser, raw, self)
 			return
 		}
 		if ctx.Err() != nil {
@@ -171,7 +171,7 @@ func (f *Fleet) followTurn(ctx context.Context, rec record) {
 		}
 		f.log.Warn("following a turn failed; retrying", "box", rec.Name, "turn", rec.Turn, "err", err)
 		if attempt >= 20 {
-			f.endTurn(ctx, rec.Name, rec.Turn, -1, parser, raw)
+			f.endTurn(ctx, rec.Name, rec.Turn, -1, parser, raw, self)
 			return
 		}
 		select {
@@ -283,7 +283,7 @@ func (f *Fleet) noteOutput(name string, turn int, raw int64, session string) {
 
 // endTurn closes a turn: a question makes the box wait, a queued follow-up
 // starts the next turn, otherwise the box is done.
-func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser parser, raw int64) {
+func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser parser, raw int64, self chan struct{}) {
 	rt := f.rt(name)
 	for !rt.mu.TryLock() {
 		// Whoever holds the lock may be waiting for this follower to stop.
@@ -294,6 +294,10 @@ func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser
 		}
 	}
 	defer rt.mu.Unlock()
+	// This follower is ending: the next turn's follow must not wait for it.
+	if rt.stopped == self {
+		rt.stop, rt.stopped = nil, nil
+	}
 	bg := context.WithoutCancel(ctx)
 	rec, err := f.load(bg, name)
 	if err != nil || rec.Turn != turn || rec.TurnDone || rec.State == Destroyed {
