@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestSessionStore(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, filepath.Join(t.TempDir(), "sbx.db"))
+	now := time.Now()
+	clock := func() time.Time { return now }
+	ss := st.SessionStore(clock)
+	if _, found, err := ss.Find("nope"); found || err != nil {
+		t.Fatalf("missing token: %v %v", found, err)
+	}
+	if err := ss.Commit("tok", []byte("one"), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.CommitCtx(ctx, "tok", []byte("two"), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if b, found, err := ss.FindCtx(ctx, "tok"); !found || err != nil || string(b) != "two" {
+		t.Fatalf("find: %q %v %v", b, found, err)
+	}
+	// Stored under its hash: the raw token is no key of the table.
+	var n int
+	if err := st.reader.QueryRowContext(ctx, "SELECT COUNT(*) FROM scs_sessions WHERE token = 'tok'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("raw token stored: %d %v", n, err)
+	}
+	if err := ss.Commit("old", []byte("x"), now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, found, _ := ss.Find("old"); found {
+		t.Fatal("expired session found")
+	}
+	if gone, err := ss.DeleteExpired(ctx); err != nil || gone != 1 {
+		t.Fatalf("delete expired: %d %v", gone, err)
+	}
+	if err := ss.Delete("tok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.DeleteCtx(ctx, "tok"); err != nil {
+		t.Fatalf("delete of a missing token: %v", err)
+	}
+	if _, found, _ := ss.Find("tok"); found {
+		t.Fatal("deleted session found")
+	}
+}
