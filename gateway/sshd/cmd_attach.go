@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/ssh"
 	"github.com/spf13/cobra"
 	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/vm/agent"
@@ -182,6 +183,9 @@ var sshSignals = map[ssh.Signal]syscall.Signal{
 func exitCode(st agent.ExitStatus) int {
 	if st.Code >= 0 {
 		return st.Code
+	}
+	if n := unix.SignalNum(st.Signal); n != 0 { // the guest says "SIGTERM"
+		return 128 + int(n)
 	}
 	for _, sig := range sshSignals {
 		if sig.String() == st.Signal {
