@@ -20,7 +20,45 @@
 //   - /mcp/NAME/…: operator-configured MCP servers with their secret headers.
 //
 // The box never holds a token, an API key or an MCP secret. The data comes from
-// the core through Policy; every decision is reported to Policy.Audit.
+// the core through Policy; every decision is reported to Policy.Audit (egress:
+// each CONNECT or plain request; git, model, MCP: each request).
+//
+// # The box side
+//
+// What a box is given, and all it needs:
+//
+//	HTTPS_PROXY=http://10.0.2.100:80  HTTP_PROXY=http://10.0.2.100:80
+//	NO_PROXY=10.0.2.100               (optional: proxied gateway URLs are served locally too)
+//	ANTHROPIC_BASE_URL=http://10.0.2.100/model  ANTHROPIC_API_KEY=<any placeholder>
+//	CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1  (only the Messages API is relayed)
+//	git remote: http://10.0.2.100/git/BOX/OWNER/NAME.git
+//	MCP server: http://10.0.2.100/mcp/NAME
+//
+// There is no DNS: clients resolve through the proxy (CONNECT host:port).
+//
+// # Decisions
+//
+// Egress: a name not on the allow-list is refused before any lookup, so the
+// gateway's resolver is no side channel. An allowed name is resolved once; if
+// any answer is a forbidden address the request is refused (a name mixing
+// public and private answers is suspect), else the proxy dials the checked
+// addresses, never the name. "*.example.com" matches names strictly below
+// example.com, not example.com itself. Numeric spellings of IPv4 (127.1,
+// 0x7f.1, 2130706433) are refused as names.
+//
+// Git: BOX in the path must be the calling box and REPO delegated to it,
+// else 404 (nothing reaches the remote). A push's ref updates are parsed
+// before anything is forwarded; if any ref is outside the delegated branches
+// the whole push is refused with a receive-pack result git prints as
+// "remote: sbx: …" and "! [remote rejected] … (reason)". Signed pushes are
+// refused. Only smart HTTP is served (no dumb HTTP, no LFS).
+//
+// Model: POST /v1/messages and /v1/messages/count_tokens, GET /v1/models[/ID];
+// other paths get 403 (the key reaches the whole organization). Over the
+// request or token budget: 429 with the API's rate_limit_error JSON, without
+// reaching the upstream. Tokens are counted from the response as it streams
+// by (JSON usage; SSE message_start and message_delta, whose counts are
+// cumulative) and reported with Policy.Spend when the body ends.
 package boxnet
 
 import (
@@ -140,7 +178,7 @@ type Decision struct {
 }
 
 // DefaultModelUpstream is the Messages API.
-var DefaultModelUpstream = &url.URL{Scheme: "https", Host: "api.anthropic.com"}
+const DefaultModelUpstream = "https://api.anthropic.com"
 
 // GatewayHost is the only address a box reaches.
 const GatewayHost = "10.0.2.100"

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 )
@@ -47,6 +48,10 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 		deny(http.StatusNotFound, "not_found_error", "sbx: malformed model path")
 		return
 	}
+	if !modelPathAllowed(r.Method, sub) {
+		deny(http.StatusForbidden, "permission_error", "sbx: only the Messages API is relayed ("+r.Method+" "+sub+" is not)")
+		return
+	}
 	pol, err := s.cfg.Policy.Box(ctx, st.name)
 	if err != nil {
 		deny(http.StatusServiceUnavailable, "api_error", "sbx: no policy for box: "+err.Error())
@@ -59,7 +64,7 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 	}
 	up := m.Upstream
 	if up == nil {
-		up = DefaultModelUpstream
+		up = &url.URL{Scheme: "https", Host: strings.TrimPrefix(DefaultModelUpstream, "https://")}
 	}
 	d.Host, d.Port = up.Hostname(), portOf(up)
 	if m.MaxRequests > 0 && m.Used.Requests >= m.MaxRequests {
@@ -122,6 +127,21 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// modelPathAllowed reports whether the box may call this API path with the
+// operator's key. The key reaches the whole organization (files, batches,
+// admin endpoints); a box needs messages, token counting and the model list.
+func modelPathAllowed(method, path string) bool {
+	switch {
+	case method == http.MethodPost && (path == "/v1/messages" || path == "/v1/messages/count_tokens"):
+		return true
+	case method == http.MethodGet && path == "/v1/models":
+		return true
+	case method == http.MethodGet && strings.HasPrefix(path, "/v1/models/") && !strings.Contains(path[len("/v1/models/"):], "/"):
+		return true
+	}
+	return false
 }
 
 // usageCounter reads usage from a response as it streams by.

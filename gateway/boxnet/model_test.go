@@ -217,6 +217,46 @@ func TestModelEndpointStreamsUnbuffered(t *testing.T) {
 	}
 }
 
+// The operator's key reaches the whole organization: only the Messages API
+// paths are relayed, and a refused path costs no budget.
+func TestModelEndpointOnlyMessagesAPI(t *testing.T) {
+	up := anthropictest.New(t, anthropictest.Options{APIKey: "sk-ant-real"})
+	pol := newPolicy()
+	pol.set("m", BoxPolicy{Model: &ModelRoute{Upstream: mustURL(t, up.URL), APIKey: "sk-ant-real", MaxRequests: 100}})
+	s := newTestServer(Config{Policy: pol})
+	base := "http://" + serveBox(t, s, "m") + "/model"
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/v1/files"},
+		{"DELETE", "/v1/files/file_123"},
+		{"GET", "/v1/messages/batches"},
+		{"POST", "/v1/messages/batches"},
+		{"GET", "/v1/organizations/api_keys"},
+		{"GET", "/v1/messages"},
+		{"POST", "/v1/models"},
+		{"GET", "/v1/models/x/y"},
+		{"POST", "/v1/messages/../files"},
+		{"POST", "/v1/messages%2f..%2ffiles"},
+		{"POST", "/v1//messages"},
+		{"POST", ""},
+	} {
+		req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader("{}"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s %s: %d", tc.method, tc.path, resp.StatusCode)
+		}
+	}
+	if n := len(up.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the upstream", n)
+	}
+	if u := pol.used("m"); u.Requests != 0 {
+		t.Fatalf("refused paths spent budget: %+v", u)
+	}
+}
+
 func TestSSEUsageParser(t *testing.T) {
 	stream := "event: message_start\n" +
 		`data: {"type":"message_start","message":{"usage":{"input_tokens":100,"cache_creation_input_tokens":20,"cache_read_input_tokens":3,"output_tokens":1}}}` + "\n\n" +
