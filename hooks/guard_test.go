@@ -331,6 +331,25 @@ func BenchmarkGuardProcess(b *testing.B) {
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
 }
 
+// BenchmarkGuardProcessHooksOnly is BenchmarkGuardProcess with this
+// package's test binary as sbx: a process that links only the hooks, to
+// tell the guard's own cost from the sbx binary's package initialization.
+func BenchmarkGuardProcessHooksOnly(b *testing.B) {
+	e := env{workspace: b.TempDir()}
+	in := bash(`cd /workspace/repo && git status --short && go test ./hooks/... 2>&1 | tail -20 && curl -s https://example.com/api | jq .`)
+	var times []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		code, msg := execHook(b, e, in, "guard")
+		times = append(times, time.Since(start))
+		if code != ExitAllow {
+			b.Fatalf("exit %d: %s", code, msg)
+		}
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+}
+
 func BenchmarkCheckBash(b *testing.B) {
 	cmd := `cd /workspace/repo && git status --short && go test ./hooks/... 2>&1 | tail -20 && curl -s https://example.com/api | jq .`
 	for b.Loop() {
