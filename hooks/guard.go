@@ -369,10 +369,8 @@ func resolveLinks(p string) (string, error) {
 		if filepath.IsAbs(target) {
 			cur = "/"
 		}
+		// A relative target resolves from the link's directory, cur.
 		rest = append(splitPath(target), rest...)
-		if filepath.IsAbs(target) {
-			continue
-		}
 	}
 	return cur, nil
 }
