@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 )
 
 // Image is a root filesystem image: an ext4 file the host shares read-only
@@ -23,11 +22,28 @@ type Image struct {
 // Agent is the name of the Debian image with git, Node.js and Claude Code.
 const Agent = "agent"
 
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+// validName is [a-z0-9][a-z0-9_-]{0,63}, without a package-level regexp:
+// every sbx process, including each box's init and hook, would compile it
+// at start (0.2 ms on the host, ~10x that under TCG).
+func validName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Resolve returns the image called name installed under <dataDir>/images/.
 func Resolve(dataDir, name string) (Image, error) {
-	if !validName.MatchString(name) {
+	if !validName(name) {
 		return Image{}, fmt.Errorf("image name %q: want [a-z0-9][a-z0-9_-]{0,63}", name)
 	}
 	path := filepath.Join(dataDir, "images", name+".ext4")

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -81,6 +82,28 @@ func FuzzResolve(f *testing.F) {
 		}
 		if filepath.Dir(img.Path) != dir || img.Name != name {
 			t.Fatalf("Resolve(%q) = %s, outside %s", name, img.Path, dir)
+		}
+	})
+}
+
+// validName matches the regexp it replaced, [a-z0-9][a-z0-9_-]{0,63}.
+func TestValidNameMatchesRegexp(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	for _, s := range []string{"agent", "a", "0", "a-b_c", "-a", "_a", "A", "a.b", "a/b", "..", "", "a b",
+		strings.Repeat("a", 64), strings.Repeat("a", 65), "é", "a\n", "agent\x00"} {
+		if got, want := validName(s), re.MatchString(s); got != want {
+			t.Errorf("validName(%q) = %v, regexp %v", s, got, want)
+		}
+	}
+}
+
+func FuzzValidName(f *testing.F) {
+	re := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	f.Add("agent")
+	f.Add("-x")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validName(s), re.MatchString(s); got != want {
+			t.Fatalf("validName(%q) = %v, regexp %v", s, got, want)
 		}
 	})
 }
