@@ -363,6 +363,15 @@ type limitConn struct {
 	release func()
 }
 
+// CloseWrite keeps half-close working through the wrapper: a tunnel passes
+// one side's EOF on without cutting the other direction.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -337,5 +338,76 @@ func BenchmarkTunnel(b *testing.B) {
 		if _, err := c.Write(buf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Over the production transport (a unix socket), a tunnel passes each
+// side's end of stream on without cutting the other direction: the upstream
+// says hello and half-closes; the client reads to EOF, then still sends.
+// Regression: the connection-limit wrapper hid the unix socket's CloseWrite,
+// so the upstream's EOF closed the box's connection whole.
+func TestEgressUnixSocketHalfClose(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	received := make(chan string, 1)
+	go func() {
+		c, err := up.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "hello from upstream")
+		c.(*net.TCPConn).CloseWrite()
+		b, _ := io.ReadAll(c)
+		received <- string(b)
+	}()
+	pol := newPolicy()
+	pol.set("b", BoxPolicy{AllowDomains: []string{"up.test"}})
+	s := newTestServer(Config{Policy: pol, Resolver: &mapResolver{names: map[string][]netip.Addr{"up.test": lo}}, TestOnlyAllowLoopbackEgress: true})
+	sock := filepath.Join(t.TempDir(), "b.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, "b", ln) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, port, _ := net.SplitHostPort(up.Addr().String())
+	fmt.Fprintf(c, "CONNECT up.test:%s HTTP/1.1\r\nHost: up.test\r\n\r\n", port)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %v %v", err, resp)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(br)
+	if err != nil || string(got) != "hello from upstream" {
+		t.Fatalf("greeting %q %v", got, err)
+	}
+	if _, err := io.WriteString(c, "hello from the box"); err != nil {
+		t.Fatalf("write after the upstream's EOF: %v", err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	select {
+	case b := <-received:
+		if b != "hello from the box" {
+			t.Fatalf("upstream received %q", b)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("upstream never got the box's data")
 	}
 }
