@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"os"
@@ -35,6 +36,7 @@ type console struct {
 	store *store.SQLite
 	logs  *testutil.SyncBuffer
 	clock *testClock
+	srv   *Server
 }
 
 type testClock struct {
@@ -92,7 +94,8 @@ func newConsole(t testing.TB, o Options) *console {
 		o.Throttle = throttle.NewAuth(20, 10*time.Minute, nil)
 	}
 	o.LoginHint = "ssh -p 2222 localhost login"
-	ts := httptest.NewServer(newServer(o, c.core))
+	c.srv = newServer(o, c.core)
+	ts := httptest.NewServer(c.srv)
 	t.Cleanup(ts.Close)
 	c.URL = ts.URL
 	return c
@@ -473,4 +476,87 @@ func FuzzDownloadName(f *testing.F) {
 			t.Fatalf("downloadName(%q) = %q", n, got)
 		}
 	})
+}
+
+// TestLogStreamResumesFromLastEventID: a reconnecting EventSource sends the
+// last event id (the chunk's offset) and gets only what came after it.
+func TestLogStreamResumesFromLastEventID(t *testing.T) {
+	c := newConsole(t, Options{})
+	c.core.add("b1", "alice", "task", "", time.Now())
+	c.core.write("b1", "first line\nsecond <line>\n")
+	b := c.login("alice")
+	read := func(hdr ...string) (events []string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", c.URL+"/boxes/b1/stream", nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := b.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+			t.Fatalf("stream: %d %q", resp.StatusCode, ct)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		var ev strings.Builder
+		for sc.Scan() {
+			if sc.Text() == "" {
+				events = append(events, ev.String())
+				ev.Reset()
+				if strings.Contains(events[len(events)-1], "event: log") {
+					return events
+				}
+				continue
+			}
+			ev.WriteString(sc.Text() + "\n")
+		}
+		return events
+	}
+	all := read()
+	want := "id: 25\nevent: log\ndata: first line\ndata: second &lt;line&gt;\ndata: \n"
+	if len(all) != 1 || all[0] != want {
+		t.Fatalf("from the start: %q, want %q", all, want)
+	}
+	c.core.write("b1", "third\n")
+	resumed := read("Last-Event-ID", "25")
+	// A reconnect first refreshes the status panel, then the log goes on.
+	if len(resumed) != 2 || !strings.Contains(resumed[0], "event: status") || resumed[1] != "id: 31\nevent: log\ndata: third\ndata: \n" {
+		t.Fatalf("resumed: %q", resumed)
+	}
+	if resp, _ := send(t, b, "GET", c.URL+"/boxes/b1/stream", nil, "Last-Event-ID", "-1"); resp.StatusCode != 400 {
+		t.Errorf("bad Last-Event-ID: %d", resp.StatusCode)
+	}
+}
+
+// TestCloseStreamsEndsEventStreams: shutdown does not wait on open streams.
+func TestCloseStreamsEndsEventStreams(t *testing.T) {
+	c := newConsole(t, Options{})
+	c.core.add("b1", "alice", "task", "", time.Now())
+	b := c.login("alice")
+	done := make(chan error, 2)
+	for _, p := range []string{"/events", "/boxes/b1/stream"} {
+		resp, err := b.Get(c.URL + p)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", p, err, resp)
+		}
+		go func() {
+			_, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- err
+		}()
+	}
+	c.srv.CloseStreams()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("stream ended with %v, want a clean end", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a stream outlived CloseStreams")
+		}
+	}
 }

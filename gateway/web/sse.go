@@ -96,6 +96,8 @@ func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.closing:
+			return
 		case _, ok := <-events:
 			if !ok {
 				return
@@ -186,6 +188,8 @@ func (s *Server) boxStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-s.closing:
 			return
 		case ch := <-chunks:
 			if out.send("log", strconv.FormatInt(ch.Offset, 10), html.EscapeString(ch.Text.String())) != nil {

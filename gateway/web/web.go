@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -97,6 +98,16 @@ type Server struct {
 	sm    *scs.SessionManager         // nil: console off
 	cop   *http.CrossOriginProtection // guards every cookie-authenticated POST
 	csp   cspLog
+
+	closing   chan struct{} // closed by CloseStreams
+	closeOnce sync.Once
+}
+
+// CloseStreams ends every open event stream (browsers reconnect, to this
+// gateway's successor). http.Server.Shutdown does not cancel the requests
+// it waits for, so register it: srv.RegisterOnShutdown(web.CloseStreams).
+func (s *Server) CloseStreams() {
+	s.closeOnce.Do(func() { close(s.closing) })
 }
 
 // New builds the handler with every route.
@@ -120,7 +131,7 @@ func newServer(o Options, core boxes) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Server{Options: o, mux: http.NewServeMux(), log: o.Logger, metrics: o.Metrics, boxes: core}
+	s := &Server{Options: o, mux: http.NewServeMux(), log: o.Logger, metrics: o.Metrics, boxes: core, closing: make(chan struct{})}
 	s.initConsole()
 	s.routes()
 	s.handler = s.outer(http.HandlerFunc(s.dispatch))
