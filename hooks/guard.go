@@ -103,6 +103,9 @@ func (g Guard) decideRead(in *Input, kind string) Decision {
 	}
 	for _, q := range normalized(p) {
 		segs := splitPath(q)
+		if len(segs) == 3 && segs[0] == "proc" && segs[2] == "environ" {
+			return deny("guard: %s %s is a process environment, which may hold credentials", in.ToolName, p)
+		}
 		if why := g.readProtected(segs); why != "" {
 			return deny("guard: %s %s holds credentials or the agent's settings (%s)", in.ToolName, p, why)
 		}

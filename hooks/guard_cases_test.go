@@ -158,6 +158,17 @@ EOF`,
 	`echo '{}' > .claude/settings.json`,
 	`vim -c ':wq' notes.txt`,
 	`rsync -a src/ build/`,
+	`go build -o bin/tool ./cmd/tool && cp bin/tool /usr/local/bin/tool && tool --version`,
+	`cat > /tmp/req.json <<'EOF'
+{"q": 1}
+EOF
+curl -s -d @/tmp/req.json https://api.example.com/search`,
+	`bash <<< 'go test ./...'`,
+	`git diff HEAD~1 -- README.md | grep -c TOKEN`,
+	`export PATH="$HOME/go/bin:$PATH" && golangci-lint run`,
+	`cd "$(git rev-parse --show-toplevel)" && make lint`,
+	`ls -la /root/.claude/projects/`,
+	`wc -l ~/.claude/projects/*/memory/*.md`,
 }
 
 // guardDenied are attacks and evasions the guard must stop.

@@ -44,16 +44,21 @@ func (s *gstate) run(args []string, in stdin) {
 		s.pos, s.inPos = saved, savedIn
 		return
 	}
-	if strings.Contains(name, "/") && s.runsWritten(name) {
+	if strings.Contains(name, "/") && s.runsWritten(name) || s.shadowsProgram(name) {
 		s.fail("%s runs a file this command writes; write it in one command and run it in another, so it can be checked", name)
+		return
+	}
+	if readsProgramFromStdin(args) && in.kind == stdinPipeKind {
+		s.fail("%s reads a program (-f -) from a pipe, which cannot be checked", name)
 		return
 	}
 	base := filepath.Base(name)
 	rest := args[1:]
-	switch base {
-	case "tee", "cp", "mv", "install", "sponge", "dd", "ln":
+	// Files whose content the command itself writes (tee, like a
+	// redirection); a copied binary is no more unknown than any other.
+	if base == "tee" || base == "sponge" {
 		for _, o := range operands(rest) {
-			s.wrote(strings.TrimPrefix(o, "of="))
+			s.wrote(o)
 		}
 	}
 	// The program's own rules first: their reasons are the more precise.
@@ -511,8 +516,8 @@ func (s *gstate) scriptFile(base, p string, in stdin) {
 		s.fail("%s runs %s, which this command writes; write it in one command and run it in another, so it can be checked", base, p)
 	case strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/"):
 		s.fail("%s runs a program produced at run time (process substitution), which cannot be checked", base)
-	case p == "/dev/stdin":
-		s.programOnStdin(base, in, func(string) {})
+	case p == "/dev/stdin" || p == "/proc/self/fd/0" || p == "/dev/fd/0":
+		s.programOnStdin(base, in, func(code string) { s.shellCode(code, nil, base+" /dev/stdin") })
 	}
 }
 
@@ -1435,6 +1440,32 @@ func recursiveReader(base string, args []string) bool {
 				!strings.HasPrefix(a, "--") && strings.ContainsAny(a, "rR") {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// shadowsProgram reports whether the command wrote a file named like the
+// program it runs by name (PATH=/tmp:$PATH ls after writing /tmp/ls).
+func (s *gstate) shadowsProgram(name string) bool {
+	if strings.Contains(name, "/") {
+		return false
+	}
+	for _, w := range s.written {
+		if filepath.Base(w) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// readsProgramFromStdin: make -f -, awk -f -, sed -f /dev/stdin and the
+// like take their program from standard input.
+func readsProgramFromStdin(args []string) bool {
+	for i := 1; i+1 < len(args); i++ {
+		if (args[i] == "-f" || args[i] == "--file" || args[i] == "--makefile") &&
+			(args[i+1] == "-" || args[i+1] == "/dev/stdin") {
+			return true
 		}
 	}
 	return false
