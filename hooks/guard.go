@@ -288,7 +288,11 @@ func segCanMatch(c, r string, dotglob bool) bool {
 		return false
 	}
 	ok, err := path.Match(c, r)
-	return ok || err != nil
+	if err != nil {
+		// bash takes a malformed pattern ("keys[]") literally.
+		return c == r
+	}
+	return ok
 }
 
 func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") || strings.Contains(s, "(") }

@@ -70,7 +70,7 @@ func (s *gstate) run(args []string, in stdin) {
 			s.err = argErr
 		}
 	}()
-	if networkTools[base] {
+	if networkTools[base] && !(base == "gh" && len(rest) > 0 && rest[0] == "auth") {
 		s.fact(&s.network, base)
 	}
 	if writers[base] {
@@ -860,7 +860,7 @@ func (s *gstate) extract(base string, args []string, _ stdin) {
 		return
 	}
 	if why := s.writeCheck(dir, true); why != "" {
-		s.fail("%s extracts into %s, which holds %s", base, printable(dir), why)
+		s.fail("%s extracts into %s, which holds %s; extract into a new directory (such as /opt/NAME) instead", base, printable(dir), why)
 	}
 }
 
