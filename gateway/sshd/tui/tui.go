@@ -738,6 +738,9 @@ func (m *model) helpBar() string {
 	switch m.mode {
 	case modeBox:
 		h = "esc back · a answer · z sleep · w wake · k keep · d destroy · ↑↓ scroll · ? help · ctrl+c quit"
+		if m.w < lipgloss.Width(h) {
+			h = "esc back · a answer · z/w sleep/wake · k keep · d destroy · ↑↓ scroll · ?"
+		}
 	case modeForm:
 		h = "tab/↑↓ field · space toggle · enter next/submit · ctrl+s submit · esc cancel"
 	case modeFilter, modeAnswer:
@@ -747,7 +750,10 @@ func (m *model) helpBar() string {
 	case modeHelp:
 		h = "any key: back"
 	default:
-		h = "↑↓ move · enter open · n new · a answer · z sleep · w wake · k keep · d destroy · s sort · / filter · ? help · q quit"
+		h = "↑↓ move · ⏎ open · n new · a answer · z sleep · w wake · k keep · d destroy · s sort · / filter · ? help · q quit"
+		if m.w < lipgloss.Width(h) {
+			h = "↑↓ ⏎ open · n new · a answer · z/w sleep/wake · k keep · d destroy · s · / · ? · q"
+		}
 	}
 	return stHelp.Render(h)
 }
@@ -781,7 +787,7 @@ func (m *model) tableView() string {
 	cols := []struct {
 		name string
 		w    int
-	}{{"NAME", 18}, {"OWNER", 10}, {"STATE", 9}, {"AGENT", 7}, {"UP", 5}, {"CPU", 5}, {"MEM", 6}, {"OUT", 5}, {"?", 1}}
+	}{{"NAME", m.nameWidth()}, {"OWNER", 10}, {"STATE", 9}, {"AGENT", 7}, {"UP", 5}, {"CPU", 5}, {"MEM", 6}, {"OUT", 5}, {"?", 1}}
 	row := func(vals []string) string {
 		var parts []string
 		for i, c := range cols {
@@ -827,6 +833,15 @@ func (m *model) tableView() string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
+}
+
+// nameWidth fits the longest name shown, within reason.
+func (m *model) nameWidth() int {
+	w := 8
+	for _, n := range m.order {
+		w = max(w, len(n))
+	}
+	return min(w, max(m.w-56, 12))
 }
 
 func (m *model) logHeight() int { return max(m.h-8, 1) }

@@ -1,0 +1,151 @@
+package sshd
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"sbx.dev/sbx/fleet"
+)
+
+// tmux drives the real OpenSSH client in a real terminal emulator.
+type tmux struct {
+	t    *testing.T
+	sock string
+}
+
+func newTmux(t *testing.T, cols, rows int, command string) *tmux {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("needs tmux")
+	}
+	tm := &tmux{t: t, sock: fmt.Sprintf("sbx-sshd-%d", time.Now().UnixNano())}
+	if out, err := tm.cmd("new-session", "-d", "-s", "t", "-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), command); err != nil {
+		t.Fatalf("tmux: %v %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = tm.cmd("kill-server") })
+	return tm
+}
+
+func (tm *tmux) cmd(args ...string) (string, error) {
+	out, err := exec.Command("tmux", append([]string{"-L", tm.sock}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func (tm *tmux) screen() string {
+	out, _ := tm.cmd("capture-pane", "-p", "-t", "t")
+	return out
+}
+
+func (tm *tmux) keys(keys ...string) {
+	tm.t.Helper()
+	for _, k := range keys {
+		if out, err := tm.cmd("send-keys", "-t", "t", k); err != nil {
+			tm.t.Fatalf("send-keys %s: %v %s", k, err, out)
+		}
+		time.Sleep(150 * time.Millisecond) // a lone Esc must not merge with the next key
+	}
+}
+
+// wait polls the screen until re matches, and says how long it took.
+func (tm *tmux) wait(re string, limit time.Duration) time.Duration {
+	tm.t.Helper()
+	rx := regexp.MustCompile(re)
+	start := time.Now()
+	for {
+		if rx.MatchString(tm.screen()) {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			tm.t.Fatalf("no %q on the screen within %v:\n%s", re, limit, tm.screen())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTUI drives the fleet TUI through the real OpenSSH client in tmux:
+// the table shows a new box within a second of its creation and its state
+// change on sleep; the box view tails the log and shows the question with
+// an answer input; resizes to 80×24 stay usable; q quits.
+func TestTUI(t *testing.T) {
+	g := newGateway(t)
+	ssh := "ssh " + strings.Join(g.sshOpts("alice"), " ") + " -p " + g.port + " -t 127.0.0.1"
+	tm := newTmux(t, 100, 30, ssh)
+	tm.wait(`sbx fleet — alice \(operator\) — 0 box`, time.Minute)
+	tm.wait(`no boxes yet`, time.Second)
+
+	// A new box: the table shows it within a second of the core's event.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := g.fleet.Events(ctx, g.actors["root"])
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.fleet.Delegate(ctx, g.actors["alice"], fleet.DelegateRequest{Task: "which word?", Agent: "script"})
+		done <- err
+	}()
+	var name string
+	for ev := range events {
+		if ev.Kind == fleet.EventState {
+			name = ev.Box
+			break
+		}
+	}
+	if d := tm.wait(regexp.QuoteMeta(name), 5*time.Second); d > time.Second {
+		t.Errorf("the table showed box %s %v after its creation event (want ≤ 1 s)", name, d)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The default script asks a question: the table flags it, the box view
+	// shows the banner and takes the answer.
+	tm.wait(`waiting +script .*\?`, 2*time.Minute)
+	tm.keys("Enter")
+	tm.wait(`box `+regexp.QuoteMeta(name)+` · waiting`, 5*time.Second)
+	tm.wait(`\? Which word should I add to README.md\?`, 5*time.Second)
+	tm.wait(`script agent: starting`, 10*time.Second) // the live log tail
+	tm.keys("a")
+	tm.wait(`answer to `+regexp.QuoteMeta(name)+`: █`, 5*time.Second)
+	tm.keys("banana", "Enter")
+	tm.wait(`done`, 2*time.Minute)
+	tm.wait(`answer received: banana`, 30*time.Second)
+
+	// 80×24 still shows the header, the box and the help bar.
+	if out, err := tm.cmd("resize-window", "-t", "t", "-x", "80", "-y", "24"); err != nil {
+		t.Fatalf("resize: %v %s", err, out)
+	}
+	tm.keys("Escape")
+	tm.wait(`(?s)sbx fleet.*`+regexp.QuoteMeta(name)+`.*↑↓`, 5*time.Second)
+	for i, line := range strings.Split(strings.TrimRight(tm.screen(), "\n"), "\n") {
+		if n := len([]rune(line)); n > 80 {
+			t.Errorf("line %d is %d cells wide at 80×24: %q", i, n, line)
+		}
+	}
+
+	// Sleep through the TUI, confirmed: the table shows the new state.
+	tm.keys("z")
+	tm.wait(`sleep `+regexp.QuoteMeta(name)+`\? y/N`, 5*time.Second)
+	tm.keys("y")
+	tm.wait(regexp.QuoteMeta(name)+` +alice +sleeping`, time.Minute)
+
+	// Filter hides what does not match.
+	tm.keys("/", "zzz", "Enter")
+	tm.wait(`no box matches the filter`, 5*time.Second)
+	tm.keys("Escape")
+	tm.wait(regexp.QuoteMeta(name), 5*time.Second)
+
+	tm.keys("q")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if out, _ := tm.cmd("list-sessions"); !strings.Contains(out, "t:") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("q did not end the session:\n%s", tm.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
