@@ -144,6 +144,11 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	env := []string{"PATH=" + ts.Getenv("PATH"), "HOME=" + ts.Getenv("HOME"), "TMPDIR=" + ts.Getenv("TMPDIR"),
 		// Under -race the runtime sleeps 1 s at exit; the drain check measures ours.
 		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
+	// These scripts test the gateway itself: no boxes (and no KVM probe at
+	// every start) unless a script sets SBX_VM_BACKEND.
+	if ts.Getenv(config.EnvName("vm.backend")) == "" {
+		env = append(env, config.EnvName("vm.backend")+"=none")
+	}
 	// Pass through the SBX_* variables the script set (config precedence).
 	for _, k := range append(config.Keys(), "data") {
 		name := config.EnvName(k)

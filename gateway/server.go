@@ -21,6 +21,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/gateway/config"
+	"sbx.dev/sbx/gateway/mcp"
 	"sbx.dev/sbx/gateway/metrics"
 	"sbx.dev/sbx/gateway/sshd"
 	"sbx.dev/sbx/gateway/throttle"
@@ -64,6 +65,8 @@ type Server struct {
 	audit     *audit.Log
 	hostKey   gossh.Signer
 	bootstrap keys.BootstrapResult
+
+	core core
 
 	ssh  *sshd.Server
 	http *http.Server
@@ -113,6 +116,14 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 	if err != nil {
 		return nil, err
 	}
+	if err := s.startCore(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !ok {
+			_ = s.stopCore()
+		}
+	}()
 	authThrottle := throttle.NewAuth(cfg.Auth.ThrottleAttempts, cfg.Auth.ThrottleWindow.D(), opts.Now)
 	m := metrics.New()
 
@@ -120,6 +131,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		HostKey:            s.hostKey,
 		Identity:           s.keys,
 		Audit:              s.audit,
+		Fleet:              s.core.fleet,
 		Throttle:           authThrottle,
 		Metrics:            m,
 		Logger:             opts.Logger.With("front", "ssh"),
@@ -137,7 +149,25 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 	if cfg.HTTP.RatePerMinute > 0 {
 		rate = throttle.NewRate(cfg.HTTP.RatePerMinute, opts.Now)
 	}
+	mcpHandler := mcp.New(mcp.Options{
+		Fleet:          s.core.fleet,
+		Identity:       s.keys,
+		Throttle:       authThrottle,
+		Rate:           rate,
+		Audit:          s.audit,
+		Metrics:        m,
+		Logger:         opts.Logger.With("front", "mcp"),
+		Now:            opts.Now,
+		TrustedProxies: trusted,
+	})
 	handler := web.New(web.Options{
+		Fleet:          s.core.fleet,
+		Audit:          s.audit,
+		MCP:            mcpHandler,
+		Sessions:       st.SessionStore(opts.Now),
+		SecureCookies:  cfg.HTTP.TLSCert != "",
+		LoginHint:      "ssh -p " + portOf(cfg.SSH.Listen) + " " + hostOf(cfg.SSH.Listen) + " login",
+		Now:            opts.Now,
 		Identity:       s.keys,
 		Throttle:       authThrottle,
 		Rate:           rate,
@@ -228,6 +258,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		})
 		wg.Wait()
+		if err := s.stopCore(); err != nil {
+			add(fmt.Errorf("stop core: %w", err))
+		}
 		if err := s.store.Close(); err != nil {
 			add(fmt.Errorf("close store: %w", err))
 		}
@@ -302,4 +335,24 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// hostOf and portOf split a listen address for the hints the fronts print.
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil || h == "" || h == "0.0.0.0" || h == "::" {
+		return "localhost"
+	}
+	if strings.Contains(h, ":") {
+		return "[" + h + "]"
+	}
+	return h
+}
+
+func portOf(addr string) string {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "22"
+	}
+	return p
 }

@@ -281,6 +281,24 @@ func (s *Service) Token(ctx context.Context, owner, name string) (Account, strin
 	return Account{}, "", fmt.Errorf("GitHub account %q of %q: %w", name, owner, keys.ErrNotFound)
 }
 
+// Secrets returns every token owner's accounts hold, whatever their host,
+// for the redactor's list of known secrets (and for nothing else).
+func (s *Service) Secrets(ctx context.Context, owner string) ([]string, error) {
+	recs, err := s.store.ListAccounts(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range recs {
+		tok, err := s.open(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tok)
+	}
+	return out, nil
+}
+
 func (s *Service) open(r Record) (string, error) {
 	pt, err := s.sealer.Open(r.Sealed, aad(r.OwnerID, r.Name))
 	if err != nil {

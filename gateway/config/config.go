@@ -32,10 +32,13 @@ type Config struct {
 	// before the file is read, so it is not itself a YAML key.
 	DataDir string `yaml:"-"`
 
-	SSH  SSH  `yaml:"ssh"`
-	HTTP HTTP `yaml:"http"`
-	Auth Auth `yaml:"auth"`
-	Log  Log  `yaml:"log"`
+	SSH   SSH   `yaml:"ssh"`
+	HTTP  HTTP  `yaml:"http"`
+	Auth  Auth  `yaml:"auth"`
+	Log   Log   `yaml:"log"`
+	VM    VM    `yaml:"vm"`
+	Fleet Fleet `yaml:"fleet"`
+	Git   Git   `yaml:"git"`
 
 	// AdminKeys is authorized_keys text for the first admin, used only when
 	// the store has no user yet.
@@ -79,6 +82,39 @@ type Log struct {
 	Level  string `yaml:"level"`  // debug | info | warn | error
 }
 
+// VM configures the microVMs of this host.
+type VM struct {
+	// Backend is "qemu" (default) or "none" (no boxes: the fronts say so).
+	Backend string `yaml:"backend"`
+	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches it.
+	Accel string `yaml:"accel"`
+	// Image is the root filesystem of new boxes: "agent" (the Debian image
+	// built by `go tool task image`) or "" (the tiny initramfs only).
+	Image        string `yaml:"image"`
+	MemoryMiB    int    `yaml:"memory_mib"`
+	VCPUs        int    `yaml:"vcpus"`
+	WorkspaceMiB int    `yaml:"workspace_mib"`
+	// MaxBoxes and MaxMemoryMiB cap the machines of this host (0: no cap).
+	MaxBoxes     int `yaml:"max_boxes"`
+	MaxMemoryMiB int `yaml:"max_memory_mib"`
+}
+
+// Fleet configures the lifecycle of boxes and the caps per user.
+type Fleet struct {
+	MaxDuration     Duration `yaml:"max_duration"`
+	IdleSleep       Duration `yaml:"idle_sleep"`
+	SleepTTL        Duration `yaml:"sleep_ttl"`
+	MaxBoxesPerUser int      `yaml:"max_boxes_per_user"`
+	MaxBoxesPerHost int      `yaml:"max_boxes_per_host"`
+	WarmPool        int      `yaml:"warm_pool"`
+}
+
+// Git configures the git host of the GitHub accounts.
+type Git struct {
+	// Host is the base URL repos are cloned from and tokens probed against.
+	Host string `yaml:"host"`
+}
+
 // Default returns the configuration used when nothing overrides it.
 func Default() Config {
 	return Config{
@@ -99,6 +135,18 @@ func Default() Config {
 			ThrottleWindow:   Duration(10 * time.Minute),
 		},
 		Log: Log{Format: "auto", Level: "info"},
+		VM: VM{
+			Backend: "qemu", Image: "agent", MemoryMiB: 1024, VCPUs: 1, WorkspaceMiB: 4096,
+			MaxBoxes: 20, MaxMemoryMiB: 16 << 10,
+		},
+		Fleet: Fleet{
+			MaxDuration:     Duration(4 * time.Hour),
+			IdleSleep:       Duration(15 * time.Minute),
+			SleepTTL:        Duration(24 * time.Hour),
+			MaxBoxesPerUser: 5,
+			MaxBoxesPerHost: 20,
+		},
+		Git: Git{Host: "https://github.com"},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -126,6 +127,21 @@ var table = []field{
 	str("log.format", func(c *Config) *string { return &c.Log.Format }),
 	str("log.level", func(c *Config) *string { return &c.Log.Level }),
 	str("admin_keys", func(c *Config) *string { return &c.AdminKeys }),
+	str("vm.backend", func(c *Config) *string { return &c.VM.Backend }),
+	str("vm.accel", func(c *Config) *string { return &c.VM.Accel }),
+	str("vm.image", func(c *Config) *string { return &c.VM.Image }),
+	integer("vm.memory_mib", func(c *Config) *int { return &c.VM.MemoryMiB }),
+	integer("vm.vcpus", func(c *Config) *int { return &c.VM.VCPUs }),
+	integer("vm.workspace_mib", func(c *Config) *int { return &c.VM.WorkspaceMiB }),
+	integer("vm.max_boxes", func(c *Config) *int { return &c.VM.MaxBoxes }),
+	integer("vm.max_memory_mib", func(c *Config) *int { return &c.VM.MaxMemoryMiB }),
+	dur("fleet.max_duration", func(c *Config) *Duration { return &c.Fleet.MaxDuration }),
+	dur("fleet.idle_sleep", func(c *Config) *Duration { return &c.Fleet.IdleSleep }),
+	dur("fleet.sleep_ttl", func(c *Config) *Duration { return &c.Fleet.SleepTTL }),
+	integer("fleet.max_boxes_per_user", func(c *Config) *int { return &c.Fleet.MaxBoxesPerUser }),
+	integer("fleet.max_boxes_per_host", func(c *Config) *int { return &c.Fleet.MaxBoxesPerHost }),
+	integer("fleet.warm_pool", func(c *Config) *int { return &c.Fleet.WarmPool }),
+	str("git.host", func(c *Config) *string { return &c.Git.Host }),
 }
 
 // Keys lists every configuration key in table order.
@@ -195,6 +211,42 @@ func (c Config) Validate() error {
 	}
 	if c.SSH.MaxSessionsPerUser < 1 {
 		bad("ssh.max_sessions_per_user", c.SSH.MaxSessionsPerUser, "must be at least 1")
+	}
+	switch c.VM.Backend {
+	case "qemu", "none":
+	default:
+		bad("vm.backend", c.VM.Backend, "want qemu or none")
+	}
+	switch c.VM.Accel {
+	case "", "kvm", "tcg":
+	default:
+		bad("vm.accel", c.VM.Accel, "want kvm, tcg or empty (probe)")
+	}
+	if c.VM.MemoryMiB < 128 {
+		bad("vm.memory_mib", c.VM.MemoryMiB, "must be at least 128")
+	}
+	if c.VM.VCPUs < 1 || c.VM.VCPUs > 64 {
+		bad("vm.vcpus", c.VM.VCPUs, "must be 1 to 64")
+	}
+	if c.VM.WorkspaceMiB < 64 {
+		bad("vm.workspace_mib", c.VM.WorkspaceMiB, "must be at least 64")
+	}
+	for k, v := range map[string]int{"vm.max_boxes": c.VM.MaxBoxes, "vm.max_memory_mib": c.VM.MaxMemoryMiB,
+		"fleet.max_boxes_per_user": c.Fleet.MaxBoxesPerUser, "fleet.max_boxes_per_host": c.Fleet.MaxBoxesPerHost} {
+		if v < 0 {
+			bad(k, v, "must be 0 (no cap) or more")
+		}
+	}
+	if c.Fleet.WarmPool < 0 || c.Fleet.WarmPool > 64 {
+		bad("fleet.warm_pool", c.Fleet.WarmPool, "must be 0 to 64")
+	}
+	for k, v := range map[string]Duration{"fleet.max_duration": c.Fleet.MaxDuration, "fleet.idle_sleep": c.Fleet.IdleSleep, "fleet.sleep_ttl": c.Fleet.SleepTTL} {
+		if v.D() < 0 {
+			bad(k, v.D(), "must be 0 (off) or more")
+		}
+	}
+	if u, err := url.Parse(c.Git.Host); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		bad("git.host", c.Git.Host, "want a base URL like https://github.com")
 	}
 	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 		bad("http.tls_cert", c.HTTP.TLSCert, "http.tls_cert and http.tls_key must be set together")

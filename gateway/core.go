@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/seal"
+	"sbx.dev/sbx/redact"
+	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/qemu"
+)
+
+// core is what the fronts share besides identities: the GitHub accounts,
+// the one redactor, the machines and the fleet over them.
+type core struct {
+	accounts *accounts.Service
+	red      *redact.Redactor
+	vm       *vm.Manager
+	fleet    *fleet.Fleet
+	// why is set when the gateway runs without boxes (vm.backend none, or
+	// QEMU/kernel missing): the fronts say it.
+	why string
+}
+
+// startCore builds the core. A host that cannot run boxes still serves
+// identities and the fronts, which then say why boxes are missing.
+func (s *Server) startCore(ctx context.Context) error {
+	sealer, err := seal.Load(s.cfg.DataDir, os.Getenv)
+	if err != nil {
+		return fmt.Errorf("seal key: %w", err)
+	}
+	s.core.accounts, err = accounts.New(s.store, sealer, s.audit, accounts.Config{Host: s.cfg.Git.Host, Now: s.opts.Now})
+	if err != nil {
+		return fmt.Errorf("git.host: %w", err)
+	}
+	s.core.red, err = redact.New(ctx, s.secrets, redact.Options{Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("redactor: %w", err)
+	}
+	if s.cfg.VM.Backend == "none" {
+		s.core.why = "this gateway runs without boxes (vm.backend=none)"
+		return nil
+	}
+	be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Logger: s.log.With("part", "vm")})
+	if err != nil {
+		s.core.why = fmt.Sprintf("boxes are unavailable on this host: %v (run `sbx doctor`)", err)
+		s.log.Warn("running without boxes", "why", err)
+		return nil
+	}
+	s.core.vm, err = vm.New(ctx, vm.Config{
+		Backend: be, MaxBoxes: s.cfg.VM.MaxBoxes, MaxMemoryMiB: s.cfg.VM.MaxMemoryMiB,
+		Logger: s.log.With("part", "vm"),
+	})
+	if err != nil {
+		return fmt.Errorf("vm manager: %w", err)
+	}
+	fc := s.cfg.Fleet
+	s.core.fleet, err = fleet.New(ctx, fleet.Config{
+		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
+		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
+		Policy: fleet.Policy{
+			MaxDuration: fc.MaxDuration.D(), IdleSleep: fc.IdleSleep.D(), SleepTTL: fc.SleepTTL.D(),
+			MaxBoxesPerUser: fc.MaxBoxesPerUser, MaxBoxesPerHost: fc.MaxBoxesPerHost, WarmPool: fc.WarmPool,
+			Spec: vm.Spec{Image: s.cfg.VM.Image, MemoryMiB: s.cfg.VM.MemoryMiB, VCPUs: s.cfg.VM.VCPUs, WorkspaceMiB: s.cfg.VM.WorkspaceMiB},
+		},
+	})
+	if err != nil {
+		s.core.vm.Close()
+		return fmt.Errorf("fleet: %w", err)
+	}
+	return nil
+}
+
+// stopCore stops following runs and watching machines; boxes keep running
+// and the next start resumes them.
+func (s *Server) stopCore() error {
+	var err error
+	if s.core.fleet != nil {
+		err = s.core.fleet.Close()
+	}
+	if s.core.vm != nil {
+		if cerr := s.core.vm.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// secrets lists every secret the gateway holds in plaintext, for the
+// redactor: each user's GitHub tokens.
+func (s *Server) secrets(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	users, err := s.keys.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, u := range users {
+		toks, err := s.core.accounts.Secrets(ctx, u.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, toks...)
+	}
+	return out, nil
+}
