@@ -287,10 +287,12 @@ func segCanMatch(c, r string, dotglob bool) bool {
 	if strings.HasPrefix(r, ".") && !strings.HasPrefix(c, ".") && !dotglob {
 		return false
 	}
-	ok, err := path.Match(c, r)
+	// bash negates a bracket with ! as well as ^; Go only with ^.
+	ok, err := path.Match(strings.ReplaceAll(c, "[!", "[^"), r)
 	if err != nil {
-		// bash takes a malformed pattern ("keys[]") literally.
-		return c == r
+		// POSIX classes ([[:alpha:]]) are beyond path.Match: could match.
+		// Otherwise bash takes a malformed pattern ("keys[]") literally.
+		return strings.Contains(c, "[:") || strings.Contains(c, "[=") || strings.Contains(c, "[.") || c == r
 	}
 	return ok
 }
