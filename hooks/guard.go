@@ -287,12 +287,15 @@ func segCanMatch(c, r string, dotglob bool) bool {
 	if strings.HasPrefix(r, ".") && !strings.HasPrefix(c, ".") && !dotglob {
 		return false
 	}
+	// POSIX classes ([[:alpha:]]) are beyond path.Match: they could match.
+	if strings.Contains(c, "[:") || strings.Contains(c, "[=") || strings.Contains(c, "[.") {
+		return true
+	}
 	// bash negates a bracket with ! as well as ^; Go only with ^.
 	ok, err := path.Match(strings.ReplaceAll(c, "[!", "[^"), r)
 	if err != nil {
-		// POSIX classes ([[:alpha:]]) are beyond path.Match: could match.
-		// Otherwise bash takes a malformed pattern ("keys[]") literally.
-		return strings.Contains(c, "[:") || strings.Contains(c, "[=") || strings.Contains(c, "[.") || c == r
+		// bash takes a malformed pattern ("keys[]") literally.
+		return c == r
 	}
 	return ok
 }
