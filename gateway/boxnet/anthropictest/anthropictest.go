@@ -84,6 +84,8 @@ type Request struct {
 	Stream       bool
 	Turn         int      // the turn answered, -1 when none
 	HasTools     bool     // the request offered tools
+	System       string   // the system prompt's text
+	Prompt       string   // the text blocks of the last message
 	ToolResults  []string // text of the tool_result blocks in the last message
 	Status       int
 	Usage        Usage // what the response reported
@@ -152,6 +154,7 @@ type message struct {
 }
 
 type request struct {
+	System   json.RawMessage   `json:"system"`
 	Model    string            `json:"model"`
 	Stream   bool              `json:"stream"`
 	Messages []message         `json:"messages"`
@@ -204,7 +207,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Model, rec.Stream, rec.HasTools = req.Model, req.Stream, len(req.Tools) > 0
-	rec.ToolResults = toolResults(req.Messages[len(req.Messages)-1])
+	last := req.Messages[len(req.Messages)-1]
+	rec.ToolResults = toolResults(last)
+	rec.System, rec.Prompt = text(req.System), text(last.Content)
 	input := max(int64(len(body)/4), 1)
 	if r.URL.Path == "/v1/messages/count_tokens" {
 		rec.Status = http.StatusOK
@@ -380,6 +385,28 @@ func chunks(s string, n int) []string {
 	return out
 }
 
+// text returns the text of a string or of an array of content blocks.
+func text(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var sb strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			sb.WriteString(p.Text)
+		}
+	}
+	return sb.String()
+}
+
 // toolResults returns the text of the tool_result blocks of a message.
 func toolResults(m message) []string {
 	var blocks []struct {
@@ -391,24 +418,8 @@ func toolResults(m message) []string {
 	}
 	var out []string
 	for _, b := range blocks {
-		if b.Type != "tool_result" {
-			continue
-		}
-		var text string
-		if json.Unmarshal(b.Content, &text) == nil {
-			out = append(out, text)
-			continue
-		}
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(b.Content, &parts) == nil {
-			var sb strings.Builder
-			for _, p := range parts {
-				sb.WriteString(p.Text)
-			}
-			out = append(out, sb.String())
+		if b.Type == "tool_result" {
+			out = append(out, text(b.Content))
 		}
 	}
 	return out

@@ -64,7 +64,7 @@ func TestToolUseRoundTripWithOfficialSDK(t *testing.T) {
 		t.Fatalf("second turn = %+v", second)
 	}
 	reqs := up.Requests()
-	if len(reqs) != 2 || reqs[1].Turn != 1 || !slices.Equal(reqs[1].ToolResults, []string{"README.md\nmain.go"}) {
+	if len(reqs) != 2 || reqs[0].Prompt != "list the files" || reqs[1].Turn != 1 || !slices.Equal(reqs[1].ToolResults, []string{"README.md\nmain.go"}) {
 		t.Fatalf("requests = %+v", reqs)
 	}
 
