@@ -72,7 +72,7 @@ func (g Guard) Decide(in *Input) Decision {
 		if err != nil {
 			return deny("guard: %v", err)
 		}
-		for _, q := range normalized(p) {
+		for _, q := range g.toolPaths(in, key, p) {
 			if why := g.writeProtected(splitPath(q), false); why != "" {
 				return deny("guard: %s %s is the control plane (%s); the agent may not change it", in.ToolName, p, why)
 			}
@@ -101,7 +101,7 @@ func (g Guard) decideRead(in *Input, kind string) Decision {
 	if err != nil {
 		return deny("guard: %v", err)
 	}
-	for _, q := range normalized(p) {
+	for _, q := range g.toolPaths(in, key, p) {
 		segs := splitPath(q)
 		if len(segs) == 3 && segs[0] == "proc" && segs[2] == "environ" {
 			return deny("guard: %s %s is a process environment, which may hold credentials", in.ToolName, p)
@@ -116,6 +116,17 @@ func (g Guard) decideRead(in *Input, kind string) Decision {
 		}
 	}
 	return allow("not a protected file")
+}
+
+// toolPaths are the files a tool's path argument may reach: the clean path,
+// its symlinks resolved, and for a path written as ~/..., the same under
+// the home directory (in case the tool expands it).
+func (g Guard) toolPaths(in *Input, key, p string) []string {
+	out := normalized(p)
+	if raw, err := in.toolString(key); err == nil && (raw == "~" || strings.HasPrefix(raw, "~/")) {
+		out = append(out, normalized(filepath.Join(g.homes()[0], raw[1:]))...)
+	}
+	return out
 }
 
 // anywhereOnly reports whether the only read-protected files under dir are

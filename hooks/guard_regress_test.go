@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -148,4 +149,17 @@ func TestRegressionGuardShadowedProgramAndStdinProgram(t *testing.T) {
 func TestRegressionGuardMalformedGlobIsLiteral(t *testing.T) {
 	guardAllows(t, `cat package.json | jq -r '.scripts | keys[]'`, `echo 'a[' > notes.txt`)
 	guardDenies(t, `cat ~/.git-cred[e]ntials`, `cat ~/.git-cred[!x]ntials`, `cat ~/.git-cred[[:alpha:]]ntials`)
+}
+
+// A file tool given ~/... resolved it under the cwd, where it is harmless,
+// though the tool may expand the tilde to the home directory.
+func TestRegressionGuardTildeToolPath(t *testing.T) {
+	for _, tool := range []string{"Write", "Edit", "Read"} {
+		in := &Input{ToolName: tool, Cwd: "/workspace/repo", ToolInput: map[string]json.RawMessage{
+			"file_path": json.RawMessage(`"~/.claude/settings.json"`), "content": json.RawMessage(`"x"`),
+			"old_string": json.RawMessage(`"a"`), "new_string": json.RawMessage(`"b"`)}}
+		if boxGuard.Decide(in).Allow {
+			t.Errorf("%s ~/.claude/settings.json allowed", tool)
+		}
+	}
 }

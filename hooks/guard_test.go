@@ -172,6 +172,8 @@ func TestGuardFileTools(t *testing.T) {
 		{"write through link chain", write(filepath.Join(chain, "settings.json")), false},
 		{"write dangling link", write(dangling), false},
 		{"write link loop", write(filepath.Join(loop, "x")), false},
+		{"write tilde path", write("~/.claude/settings.json"), false},
+		{"read tilde path", payload("Read", map[string]any{"file_path": "~/.git-credentials"}), false},
 		{"notebook in control plane", payload("NotebookEdit", map[string]any{"notebook_path": filepath.Join(b.home, ".claude", "x.ipynb")}), false},
 		{"write mcp file", write(filepath.Join(b.home, ".agent-mcp.json")), false},
 		{"write mcp file in /root", write("/root/.agent-mcp.json"), false},
