@@ -77,9 +77,15 @@ func newFront(t testing.TB, o Options) *front {
 	if o.Throttle == nil {
 		o.Throttle = throttle.NewAuth(20, 10*time.Minute, clk.Now)
 	}
-	ts := httptest.NewServer(New(o))
+	return &front{url: serve(t, New(o)), keys: svc, audit: al, clock: clk, admin: admin}
+}
+
+// serve runs h on a loopback test server and returns its URL.
+func serve(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
-	return &front{url: ts.URL, keys: svc, audit: al, clock: clk, admin: admin}
+	return ts.URL
 }
 
 // token creates an API key for user with scopes.
