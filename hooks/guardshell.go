@@ -66,14 +66,6 @@ func (g Guard) CheckBash(command, cwd string) (err error) {
 	return s.verdict()
 }
 
-func parseBash(command string) (*syntax.File, error) {
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse the command as bash (%v)", err)
-	}
-	return f, nil
-}
-
 // verdict combines what the whole command does: a secret or an
 // environment dump together with the network is exfiltration, even when
 // the two sit in different statements joined by a variable or a file.
@@ -267,10 +259,7 @@ func (s *gstate) command(cmd syntax.Command, in stdin) {
 		var ends []snap
 		for c := x; c != nil && s.err == nil; c = c.Else {
 			s.stmts(c.Cond, in)
-			sn := s.snapshot()
-			s.stmts(c.Then, in)
-			ends = append(ends, s.snapshot())
-			s.restore(sn)
+			ends = append(ends, s.branch(func() { s.stmts(c.Then, in) }))
 		}
 		s.merge(ends...)
 	case *syntax.WhileClause:
@@ -284,10 +273,7 @@ func (s *gstate) command(cmd syntax.Command, in stdin) {
 			for _, p := range item.Patterns {
 				s.fields(p)
 			}
-			sn := s.snapshot()
-			s.stmts(item.Stmts, in)
-			ends = append(ends, s.snapshot())
-			s.restore(sn)
+			ends = append(ends, s.branch(func() { s.stmts(item.Stmts, in) }))
 		}
 		s.merge(ends...)
 	case *syntax.TestClause:
@@ -325,6 +311,16 @@ func (s *gstate) command(cmd syntax.Command, in stdin) {
 	}
 }
 
+// branch walks code that may run, and returns the state it ends in while
+// leaving the state as it was.
+func (s *gstate) branch(walk func()) snap {
+	sn := s.snapshot()
+	walk()
+	end := s.snapshot()
+	s.restore(sn)
+	return end
+}
+
 // loop walks a body that runs zero or more times: twice, so values carried
 // from one iteration to the next are seen, then merged with not running.
 func (s *gstate) loop(body func()) {
@@ -352,15 +348,13 @@ func (s *gstate) forClause(x *syntax.ForClause, in stdin) {
 		if len(items) > maxForItems {
 			items = []string{taintMark}
 		}
-		sn := s.snapshot()
 		var ends []snap
 		for _, it := range items {
-			s.restore(sn)
-			s.vars[name] = strVar(it)
-			s.loop(func() { s.stmts(x.Do, in) })
-			ends = append(ends, s.snapshot())
+			ends = append(ends, s.branch(func() {
+				s.vars[name] = strVar(it)
+				s.loop(func() { s.stmts(x.Do, in) })
+			}))
 		}
-		s.restore(sn)
 		s.merge(ends...)
 	case *syntax.CStyleLoop:
 		s.arithm(l.Init)

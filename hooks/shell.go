@@ -33,11 +33,21 @@ func CheckReadOnly(command string) error {
 	if strings.ContainsRune(command, 0) {
 		return errors.New("the command contains a NUL byte")
 	}
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
+	f, err := parseBash(command)
 	if err != nil {
-		return fmt.Errorf("cannot parse the command as bash (%v)", err)
+		return err
 	}
 	return (&shellChecker{}).stmts(f.Stmts)
+}
+
+// parseBash parses a command as bash, the one parser configuration both
+// the read-only checker and the guard decide on.
+func parseBash(command string) (*syntax.File, error) {
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse the command as bash (%v)", err)
+	}
+	return f, nil
 }
 
 type shellChecker struct {

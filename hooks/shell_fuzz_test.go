@@ -46,7 +46,7 @@ func FuzzCheckReadOnly(f *testing.F) {
 		if CheckReadOnly(cmd) != nil {
 			return
 		}
-		file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(cmd), "")
+		file, err := parseBash(cmd)
 		if err != nil {
 			t.Fatalf("allowed %q that does not parse: %v", cmd, err)
 		}
@@ -61,7 +61,7 @@ func TestAllowedUnderInterpreter(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, n), []byte("x\n"), 0o644)
 	}
 	for _, cmd := range readOnlyAllowed {
-		file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(cmd), "")
+		file, err := parseBash(cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,21 +71,13 @@ func TestAllowedUnderInterpreter(t *testing.T) {
 
 func runAllowed(t *testing.T, dir, cmd string, file *syntax.File) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	r, err := interp.New(
-		interp.Dir(dir),
-		interp.Env(expand.ListEnviron("HOME=/nonexistent", "PATH=/usr/bin:/bin", "x=-delete", "S=w out",
-			`OLDPWD=/w/{system("x")}`)),
-		interp.StdIO(strings.NewReader(""), io.Discard, io.Discard),
-		interp.CallHandler(func(ctx context.Context, args []string) ([]string, error) {
-			if len(args) == 0 {
-				return args, nil
-			}
+	runUnderInterp(t, dir, cmd, file,
+		[]string{"HOME=/nonexistent", "PATH=/usr/bin:/bin", "x=-delete", "S=w out", `OLDPWD=/w/{system("x")}`}, true,
+		func(args []string) {
 			p, ok := programs[args[0]]
 			if !ok {
 				t.Errorf("allowed %q, which runs %q at run time", cmd, args)
-				return args, nil
+				return
 			}
 			if p.check != nil {
 				expanded := make([]arg, len(args)-1)
@@ -96,6 +88,33 @@ func runAllowed(t *testing.T, dir, cmd string, file *syntax.File) {
 					t.Errorf("allowed %q, whose run-time arguments %q fail the checker: %v", cmd, args, err)
 				}
 			}
+		},
+		func(path string, write bool) {
+			if write && !outputSinks[path] {
+				t.Errorf("allowed %q, which opens %s for writing", cmd, path)
+			}
+		})
+}
+
+// runUnderInterp runs a parsed command in mvdan.cc/sh's interpreter
+// without running any program or writing any file: call sees every simple
+// command with its arguments as expanded at run time, open every file the
+// shell opens (redirections). Both oracles judge through them. With
+// realReads, files opened for reading are read for real (a while-read
+// loop then sees the hostile names).
+func runUnderInterp(t testing.TB, dir, cmd string, file *syntax.File, env []string, realReads bool,
+	call func(args []string), open func(path string, write bool)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	r, err := interp.New(
+		interp.Dir(dir),
+		interp.Env(expand.ListEnviron(env...)),
+		interp.StdIO(strings.NewReader(""), io.Discard, io.Discard),
+		interp.CallHandler(func(ctx context.Context, args []string) ([]string, error) {
+			if len(args) > 0 {
+				call(args)
+			}
 			return args, nil
 		}),
 		// Never run a real program.
@@ -103,13 +122,12 @@ func runAllowed(t *testing.T, dir, cmd string, file *syntax.File) {
 			return func(context.Context, []string) error { return nil }
 		}),
 		interp.OpenHandler(func(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
-			if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
-				if !outputSinks[path] {
-					t.Errorf("allowed %q, which opens %s for writing", cmd, path)
-				}
-				return nopRWC{}, nil
+			write := flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0
+			open(path, write)
+			if realReads && !write {
+				return os.Open(path)
 			}
-			return os.Open(path)
+			return nopRWC{}, nil
 		}),
 	)
 	if err != nil {
