@@ -300,6 +300,9 @@ func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rt *boxRT,
 			return fmt.Errorf("destroy box %q: %w", rec.Name, vmErr(err))
 		}
 	}
+	if f.net != nil && rec.VM != "" {
+		f.net.Detach(rec.VM)
+	}
 	e := f.entry(caller, "box.destroy", rec.Name)
 	e.Detail = why
 	if err := f.store.DeleteBox(ctx, rec.Name, e); err != nil {

@@ -308,6 +308,14 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		if _, err := f.git(ctx, r.hostDir, nil, "checkout", "--quiet", "-b", rec.Repos[i].Branch); err != nil {
 			return fail(fmt.Errorf("repo %s: create branch: %w", r.Name, err))
 		}
+		// With a network path the remote is the gateway's git endpoint,
+		// which adds the token outside the box; without one it is the plain
+		// URL (no token either way).
+		if f.net != nil {
+			if _, err := f.git(ctx, r.hostDir, nil, "remote", "set-url", "origin", gitRemote(vmName, r.Name)); err != nil {
+				return fail(fmt.Errorf("repo %s: set the remote: %w", r.Name, err))
+			}
+		}
 		if err := f.copyIn(ctx, vmName, r.hostDir, r.Dir); err != nil {
 			return fail(fmt.Errorf("repo %s: copy into the box: %w", r.Name, err))
 		}
@@ -446,10 +454,10 @@ func (f *Fleet) acquire(ctx context.Context, name string) (string, error) {
 		f.refill()
 		return vmName, nil
 	}
-	f.mu.Lock()
-	spec := f.policy.Spec
-	spec.MaxDuration = f.policy.MaxDuration
-	f.mu.Unlock()
+	spec, err := f.spec(ctx, name)
+	if err != nil {
+		return "", err
+	}
 	if _, err := f.vm.Create(ctx, name, spec); err != nil {
 		return "", vmErr(err)
 	}
@@ -459,6 +467,22 @@ func (f *Fleet) acquire(ctx context.Context, name string) (string, error) {
 	}
 	f.refill()
 	return name, nil
+}
+
+// spec is what a new machine is created with, its network path attached.
+func (f *Fleet) spec(ctx context.Context, vmName string) (vm.Spec, error) {
+	f.mu.Lock()
+	spec := f.policy.Spec
+	spec.MaxDuration = f.policy.MaxDuration
+	f.mu.Unlock()
+	if f.net != nil {
+		sock, err := f.net.Attach(ctx, vmName)
+		if err != nil {
+			return spec, fmt.Errorf("network path of %s: %w", vmName, err)
+		}
+		spec.Egress = sock
+	}
+	return spec, nil
 }
 
 // vmErr maps the vm's errors to the core's.

@@ -67,6 +67,8 @@ type Config struct {
 	Logger *slog.Logger
 	// GitEnv is extra environment for host-side git (tests: GIT_SSL_*).
 	GitEnv []string
+	// Network gives boxes their one network path; nil: no network.
+	Network Network
 }
 
 // Fleet is the core. Safe for concurrent use; operations on one box are
@@ -81,6 +83,7 @@ type Fleet struct {
 	now      func() time.Time
 	log      *slog.Logger
 	gitEnv   []string
+	net      Network
 
 	mu     sync.Mutex
 	policy Policy
@@ -123,7 +126,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	f := &Fleet{
 		store: cfg.Store, vm: cfg.VM, accounts: cfg.Accounts, audit: cfg.Audit, red: cfg.Redactor,
-		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv,
+		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network,
 		policy: cfg.Policy, boxes: map[string]*boxRT{},
 	}
 	f.hub.init()

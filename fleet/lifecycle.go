@@ -231,6 +231,11 @@ func (f *Fleet) recover(ctx context.Context) error {
 		if rec.State == Destroyed || rec.State == Failed {
 			continue
 		}
+		if f.net != nil && rec.VM != "" {
+			if _, err := f.net.Attach(ctx, rec.VM); err != nil {
+				f.log.Warn("re-attach network path", "box", rec.Name, "err", err)
+			}
+		}
 		rt := f.rt(rec.Name)
 		rt.mu.Lock()
 		mb, vmErr := f.vm.Get(rec.VM)
@@ -252,6 +257,9 @@ func (f *Fleet) recover(ctx context.Context) error {
 	for _, b := range f.vm.List() {
 		if strings.HasPrefix(b.Name, poolPrefix) && !used[b.Name] {
 			if b.State == vm.Running {
+				if f.net != nil {
+					_, _ = f.net.Attach(ctx, b.Name)
+				}
 				f.pool.add(b.Name)
 			} else {
 				_ = f.vm.Destroy(ctx, b.Name)

@@ -55,8 +55,6 @@ func (f *Fleet) claim() (string, bool) {
 func (f *Fleet) refill() {
 	f.mu.Lock()
 	target := f.policy.WarmPool
-	spec := f.policy.Spec
-	spec.MaxDuration = f.policy.MaxDuration
 	f.mu.Unlock()
 	f.pool.mu.Lock()
 	if len(f.pool.ready)+f.pool.booting >= target || f.pool.booting > 0 {
@@ -79,7 +77,10 @@ func (f *Fleet) refill() {
 		defer f.wg.Done()
 		name := poolName()
 		ctx := f.ctx
-		_, err := f.vm.Create(ctx, name, spec)
+		spec, err := f.spec(ctx, name)
+		if err == nil {
+			_, err = f.vm.Create(ctx, name, spec)
+		}
 		if err == nil {
 			_, err = f.vm.Start(ctx, name)
 			if err != nil {

@@ -40,6 +40,8 @@ type record struct {
 	Session string  `json:"session,omitempty"`
 	Side    string  `json:"side,omitempty"`
 	CostUSD float64 `json:"cost_usd,omitempty"`
+	// Model is the box's use of the model endpoint (its budget).
+	Model ModelUsage `json:"model,omitzero"`
 	// StateBeforeSleep is where the run was when the box went to sleep.
 	StateBeforeSleep State `json:"state_before_sleep,omitempty"`
 }

@@ -37,7 +37,11 @@ func workDir(rec record) string {
 
 // agentEnv is the environment of the agent's process.
 func (f *Fleet) agentEnv(rec record) []string {
-	return []string{"HOME=/root", "SBX_BOX=" + rec.Name, "CI=1", "DISABLE_AUTOUPDATER=1"}
+	env := []string{"HOME=/root", "SBX_BOX=" + rec.Name, "CI=1", "DISABLE_AUTOUPDATER=1"}
+	if f.net != nil {
+		env = append(env, netEnv()...)
+	}
+	return env
 }
 
 // startTurn starts a turn of the agent with message (the task, an answer

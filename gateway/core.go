@@ -21,6 +21,7 @@ type core struct {
 	red      *redact.Redactor
 	vm       *vm.Manager
 	fleet    *fleet.Fleet
+	net      *network
 	// why is set when the gateway runs without boxes (vm.backend none, or
 	// QEMU/kernel missing): the fronts say it.
 	why string
@@ -59,8 +60,12 @@ func (s *Server) startCore(ctx context.Context) error {
 		return fmt.Errorf("vm manager: %w", err)
 	}
 	fc := s.cfg.Fleet
+	// Each machine's one network path; its policy comes from the fleet.
+	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"))
+	s.core.net.fleet = func() *fleet.Fleet { return s.core.fleet }
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
-		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
+		Network: s.core.net,
+		Store:   s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
 		Policy: fleet.Policy{
 			MaxDuration: fc.MaxDuration.D(), IdleSleep: fc.IdleSleep.D(), SleepTTL: fc.SleepTTL.D(),
@@ -100,6 +105,9 @@ func (s *Server) secrets(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var out []string
+	if s.cfg.Model.APIKey != "" {
+		out = append(out, s.cfg.Model.APIKey)
+	}
 	for _, u := range users {
 		toks, err := s.core.accounts.Secrets(ctx, u.Name)
 		if err != nil {

@@ -67,6 +67,9 @@ type Server struct {
 	bootstrap keys.BootstrapResult
 
 	core core
+	// bg lives until Shutdown: the boxes' network paths.
+	bg       context.Context
+	bgCancel context.CancelFunc
 
 	ssh  *sshd.Server
 	http *http.Server
@@ -94,6 +97,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
 	}
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, store: st, errc: make(chan error, 2)}
+	s.bg, s.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 	ok := false
 	defer func() {
 		if !ok {
@@ -122,6 +126,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 	defer func() {
 		if !ok {
 			_ = s.stopCore()
+			s.bgCancel()
 		}
 	}()
 	authThrottle := throttle.NewAuth(cfg.Auth.ThrottleAttempts, cfg.Auth.ThrottleWindow.D(), opts.Now)
@@ -261,6 +266,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if err := s.stopCore(); err != nil {
 			add(fmt.Errorf("stop core: %w", err))
 		}
+		s.bgCancel()
 		if err := s.store.Close(); err != nil {
 			add(fmt.Errorf("close store: %w", err))
 		}

@@ -39,6 +39,7 @@ type Config struct {
 	VM    VM    `yaml:"vm"`
 	Fleet Fleet `yaml:"fleet"`
 	Git   Git   `yaml:"git"`
+	Model Model `yaml:"model"`
 
 	// AdminKeys is authorized_keys text for the first admin, used only when
 	// the store has no user yet.
@@ -107,6 +108,17 @@ type Fleet struct {
 	MaxBoxesPerUser int      `yaml:"max_boxes_per_user"`
 	MaxBoxesPerHost int      `yaml:"max_boxes_per_host"`
 	WarmPool        int      `yaml:"warm_pool"`
+}
+
+// Model configures the model endpoint boxes reach through the gateway
+// (their ANTHROPIC_BASE_URL): the gateway adds the key, the box never sees
+// it, and each box has a request and token budget.
+type Model struct {
+	APIKey   string `yaml:"api_key"`
+	Upstream string `yaml:"upstream"` // "" means https://api.anthropic.com
+	// MaxRequests and MaxTokens bound one box (0: no bound).
+	MaxRequests int `yaml:"max_requests"`
+	MaxTokens   int `yaml:"max_tokens"`
 }
 
 // Git configures the git host of the GitHub accounts.

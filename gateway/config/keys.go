@@ -142,6 +142,16 @@ var table = []field{
 	integer("fleet.max_boxes_per_host", func(c *Config) *int { return &c.Fleet.MaxBoxesPerHost }),
 	integer("fleet.warm_pool", func(c *Config) *int { return &c.Fleet.WarmPool }),
 	str("git.host", func(c *Config) *string { return &c.Git.Host }),
+	secretStr("model.api_key", func(c *Config) *string { return &c.Model.APIKey }),
+	str("model.upstream", func(c *Config) *string { return &c.Model.Upstream }),
+	integer("model.max_requests", func(c *Config) *int { return &c.Model.MaxRequests }),
+	integer("model.max_tokens", func(c *Config) *int { return &c.Model.MaxTokens }),
+}
+
+func secretStr(key string, p func(*Config) *string) field {
+	f := str(key, p)
+	f.secret = true
+	return f
 }
 
 // Keys lists every configuration key in table order.
@@ -247,6 +257,14 @@ func (c Config) Validate() error {
 	}
 	if u, err := url.Parse(c.Git.Host); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		bad("git.host", c.Git.Host, "want a base URL like https://github.com")
+	}
+	if c.Model.Upstream != "" {
+		if u, err := url.Parse(c.Model.Upstream); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("model.upstream", c.Model.Upstream, "want a base URL like https://api.anthropic.com")
+		}
+	}
+	if c.Model.MaxRequests < 0 || c.Model.MaxTokens < 0 {
+		bad("model.max_requests", c.Model.MaxRequests, "budgets must be 0 (no bound) or more")
 	}
 	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 		bad("http.tls_cert", c.HTTP.TLSCert, "http.tls_cert and http.tls_key must be set together")

@@ -1,0 +1,142 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet/accounts"
+)
+
+// Network gives each machine its one network path: the gateway's box
+// network (egress proxy, git and model endpoints) on a host socket that
+// vm.Spec.Egress names. nil: boxes get no network device at all.
+type Network interface {
+	// Attach serves vmName's network path (idempotent) and returns the host
+	// socket for vm.Spec.Egress.
+	Attach(ctx context.Context, vmName string) (string, error)
+	// Detach stops serving it.
+	Detach(vmName string)
+}
+
+// GatewayHost is the one address a box reaches (QEMU guestfwd).
+const GatewayHost = "10.0.2.100"
+
+// gitRemote is a repo's remote inside a box: the gateway's git endpoint,
+// which adds the token on the way out.
+func gitRemote(vmName, repo string) string {
+	return "http://" + GatewayHost + "/git/" + vmName + "/" + repo + ".git"
+}
+
+// NetGrant is what a machine's network path may reach. It is for the box
+// network only, keyed by the machine the connection came from (the socket
+// names it), never by anything the box says.
+type NetGrant struct {
+	Box   string // "" for a warm-pool machine nobody has claimed
+	Owner string
+	Allow []string
+	Repos []NetRepo
+	Model ModelUsage
+}
+
+// NetRepo is one delegated repository on the git endpoint.
+type NetRepo struct {
+	Path         string // owner/name, as in the box's remote URL
+	Upstream     string // the real https URL (.git)
+	Token        string
+	PushBranches []string
+}
+
+// ModelUsage is a box's use of the model endpoint.
+type ModelUsage struct {
+	Requests     int64 `json:"requests"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// recordOfVM finds the box that owns a machine.
+func (f *Fleet) recordOfVM(ctx context.Context, vmName string) (record, bool, error) {
+	recs, err := f.loadAll(ctx)
+	if err != nil {
+		return record{}, false, err
+	}
+	for _, r := range recs {
+		if r.VM == vmName && r.State != Destroyed {
+			return r, true, nil
+		}
+	}
+	return record{}, false, nil
+}
+
+// NetGrant returns the current grant of a machine's network path.
+func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
+	rec, ok, err := f.recordOfVM(ctx, vmName)
+	if err != nil || !ok {
+		return NetGrant{}, err
+	}
+	g := NetGrant{Box: rec.Name, Owner: rec.Owner, Allow: rec.Allow, Model: rec.Model}
+	for _, r := range rec.Repos {
+		_, tok, err := f.accounts.Token(ctx, rec.Owner, r.Account)
+		if err != nil {
+			continue // the account was removed: the repo is no longer reachable
+		}
+		repo, err := accounts.ParseRepo(r.Name)
+		if err != nil {
+			continue
+		}
+		nr := NetRepo{Path: repo.String(), Upstream: f.accounts.CloneURL(repo), Token: tok}
+		if !strings.HasSuffix(nr.Upstream, ".git") {
+			nr.Upstream += ".git"
+		}
+		if r.Push && r.Branch != "" {
+			nr.PushBranches = []string{r.Branch}
+		}
+		g.Repos = append(g.Repos, nr)
+	}
+	return g, nil
+}
+
+// SpendModel adds usage to a machine's model budget and refuses it (adding
+// nothing) when it would pass maxRequests or maxTokens (0: no bound).
+func (f *Fleet) SpendModel(ctx context.Context, vmName string, u ModelUsage, maxRequests, maxTokens int64) error {
+	rec, ok, err := f.recordOfVM(ctx, vmName)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("machine %s belongs to no box: %w", vmName, ErrForbidden)
+	}
+	rt := f.rt(rec.Name)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rec, err = f.load(ctx, rec.Name)
+	if err != nil {
+		return err
+	}
+	m := rec.Model
+	m.Requests += u.Requests
+	m.InputTokens += u.InputTokens
+	m.OutputTokens += u.OutputTokens
+	if maxRequests > 0 && u.Requests > 0 && m.Requests > maxRequests {
+		return fmt.Errorf("box %s used its %d model requests (model.max_requests): %w", rec.Name, maxRequests, ErrLimit)
+	}
+	if maxTokens > 0 && u.Requests > 0 && rec.Model.InputTokens+rec.Model.OutputTokens >= maxTokens {
+		return fmt.Errorf("box %s used its %d model tokens (model.max_tokens): %w", rec.Name, maxTokens, ErrLimit)
+	}
+	rec.Model = m
+	return f.save(ctx, rec, audit.Entry{})
+}
+
+// netEnv is the agent's environment for the box's network path.
+func netEnv() []string {
+	proxy := "http://" + GatewayHost + ":80"
+	return []string{
+		"HTTPS_PROXY=" + proxy, "HTTP_PROXY=" + proxy, "https_proxy=" + proxy, "http_proxy=" + proxy,
+		"NO_PROXY=" + GatewayHost, "no_proxy=" + GatewayHost,
+		"ANTHROPIC_BASE_URL=http://" + GatewayHost + "/model",
+		// The real key is added by the gateway; the CLI wants one set.
+		"ANTHROPIC_API_KEY=sbx-gateway-adds-the-key",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	}
+}
