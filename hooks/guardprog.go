@@ -498,7 +498,8 @@ func (s *gstate) shell(base string, args []string, in stdin) {
 			s.fail("%s -c without a command", base)
 			return
 		}
-		s.shellCode(ops[0], ops[1:], base+" -c")
+		// sh -c CODE A0 A1...: A0 is $0 (judged unknown), A1 is $1.
+		s.shellCode(ops[0], ops[min(2, len(ops)):], base+" -c")
 	case len(ops) > 0 && !smode:
 		s.scriptFile(base, ops[0], in)
 	default:
