@@ -115,8 +115,6 @@ func (c *call) runProcess(cmd *cobra.Command, box string, req agent.ExecRequest)
 	if p.Woke {
 		fmt.Fprintf(stderr, "box %s is awake\n", box)
 	}
-	stop := c.srv.keepAlive(ctx, c.sess)
-	defer stop()
 
 	// The process's context outlives the session's by nothing: a client
 	// that goes away hangs the process up, as sshd does.
@@ -195,9 +193,10 @@ func exitCode(st agent.ExitStatus) int {
 	return 255
 }
 
-// keepAlive keeps a quiet but live session (logs -f, attach) from the idle
-// timeout: the connection's deadline moves on traffic, so it sends a
-// keepalive request (the client answers) every third of the timeout.
+// keepAlive keeps a quiet but live session (logs -f, attach, new while the
+// box boots) from the idle timeout: the connection's deadline moves on
+// traffic, so it sends a keepalive request (the client answers) every third
+// of the timeout. A dead client never answers and is still cut.
 func (s *Server) keepAlive(ctx context.Context, sess ssh.Session) (stop func()) {
 	conn, ok := sess.Context().Value(ssh.ContextKeyConn).(gossh.Conn)
 	if !ok {

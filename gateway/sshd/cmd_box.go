@@ -224,10 +224,6 @@ func (c *call) logsCmd() *cobra.Command {
 				return err
 			}
 			defer ls.Close()
-			if follow {
-				stop := c.srv.keepAlive(ctx, c.sess)
-				defer stop()
-			}
 			out := cmd.OutOrStdout()
 			for {
 				ch, err := ls.Next(ctx)

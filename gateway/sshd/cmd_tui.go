@@ -20,8 +20,6 @@ func (c *call) tui() int {
 		return 0
 	}
 	ctx := c.sess.Context()
-	stop := c.srv.keepAlive(ctx, c.sess)
-	defer stop()
 	sizes := make(chan tui.Size)
 	go func() {
 		defer close(sizes)

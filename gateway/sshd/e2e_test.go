@@ -332,3 +332,33 @@ func fileSum(t *testing.T, path string) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// TestRegressionIdleTimeoutCutsFollow: the idle timeout counts traffic, so
+// a quiet `logs -f` was cut after IdleTimeout; a follow keeps its
+// connection alive.
+func TestRegressionIdleTimeoutCutsFollow(t *testing.T) {
+	g := newGatewayWith(t, func(o *Options) { o.IdleTimeout = 2 * time.Second })
+	name := g.newBox("alice", "!say quiet")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	follow := g.sshCmd(ctx, "alice", nil, "logs", "-f", name)
+	var fo, fe bytes.Buffer
+	follow.Stdout, follow.Stderr = &fo, &fe
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- follow.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("logs -f on a quiet box ended after less than 3 idle timeouts: %v %q %q", err, fo.String(), fe.String())
+	case <-time.After(7 * time.Second):
+	}
+	g.must("alice", "rm", name)
+	if err := <-exited; err != nil {
+		t.Fatalf("logs -f after rm: %v %q", err, fe.String())
+	}
+	if !strings.Contains(fo.String(), "quiet") {
+		t.Fatalf("logs -f printed %q", fo.String())
+	}
+}

@@ -112,6 +112,12 @@ type gateway struct {
 
 func newGateway(t testing.TB) *gateway {
 	t.Helper()
+	return newGatewayWith(t, nil)
+}
+
+// newGatewayWith is newGateway with a hook that adjusts the front's options.
+func newGatewayWith(t testing.TB, adjust func(*Options)) *gateway {
+	t.Helper()
 	for _, tool := range []string{"ssh", "scp", "sftp"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs the OpenSSH client (%s)", tool)
@@ -180,10 +186,14 @@ func newGateway(t testing.TB) *gateway {
 		t.Fatal(err)
 	}
 	g.fleet, g.vms = fl, vms
-	srv, err := New(Options{
+	o := Options{
 		HostKey: newSigner(t), Identity: ks, Audit: al, Fleet: fl, Logger: logger,
 		Throttle: throttle.NewAuth(1000, time.Minute, nil), IdleTimeout: time.Minute,
-	})
+	}
+	if adjust != nil {
+		adjust(&o)
+	}
+	srv, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,6 +127,11 @@ func (s *Server) commandMiddleware(next ssh.Handler) ssh.Handler {
 			user:  user,
 			actor: keys.Actor{User: user.Name, Role: user.Role, Front: "ssh", Addr: clientOf(sess.RemoteAddr())},
 		}
+		// A running command is activity, however quiet (logs -f, new while
+		// the box boots, attach): keepalives hold the idle timeout off, and
+		// a dead client still misses them and is cut.
+		stop := s.keepAlive(sess.Context(), sess)
+		defer stop()
 		switch args := sess.Command(); {
 		case len(args) == 0:
 			_ = sess.Exit(c.tui())

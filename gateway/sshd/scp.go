@@ -103,8 +103,6 @@ func (c *call) scp(args []string) int {
 		r.fatal(err)
 		return 1
 	}
-	stop := c.srv.keepAlive(c.sess.Context(), c.sess)
-	defer stop()
 	if o.source {
 		err = r.source()
 	} else {

@@ -51,6 +51,8 @@ func (s *Server) sftpSubsystem(sess ssh.Session) {
 		return
 	}
 	s.Logger.Info("ssh sftp session", "user", user.Name, "remote", sess.RemoteAddr().String())
+	stop := s.keepAlive(sess.Context(), sess)
+	defer stop()
 	bfs := &boxFS{ctx: sess.Context(), f: s.Fleet, actor: actorOf(user, sess)}
 	// Writes go to the raw channel: the library's PTY emulation must never
 	// touch the protocol.
