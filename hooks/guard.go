@@ -180,7 +180,8 @@ func (g Guard) rules() []pathRule {
 		add(h+"/.config/gh/hosts.yml", "the GitHub CLI's token", true)
 		add(h+"/.config/git/credentials", "git credentials", true)
 		for _, f := range []string{".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-			".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/systemd/**"} {
+			".bash_aliases", ".bash_completion", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/systemd/**",
+			".config/fish/**", ".gitconfig", ".config/git/config", ".ssh/config", ".ssh/rc"} {
 			add(h+"/"+f, "a file that persists commands across sessions", false)
 		}
 	}
@@ -195,7 +196,7 @@ func (g Guard) rules() []pathRule {
 	for _, p := range []string{"/etc/profile", "/etc/profile.d/**", "/etc/bash.bashrc", "/etc/environment",
 		"/etc/crontab", "/etc/cron.d/**", "/etc/cron.hourly/**", "/etc/cron.daily/**", "/etc/cron.weekly/**",
 		"/etc/cron.monthly/**", "/var/spool/cron/**", "/etc/systemd/**", "/lib/systemd/**", "/usr/lib/systemd/**",
-		"/etc/init.d/**", "/etc/rc.local", "/etc/ld.so.preload"} {
+		"/etc/init.d/**", "/etc/rc.local", "/etc/ld.so.preload", "/etc/bash_completion.d/**", "/etc/gitconfig"} {
 		add(p, "a file that persists commands or services", false)
 	}
 	for _, p := range []string{hookBinary, "/init", "/usr/local/sbin/sbx", "/usr/sbin/sbx", "/usr/bin/sbx", "/sbin/sbx", "/bin/sbx"} {

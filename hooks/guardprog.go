@@ -300,6 +300,15 @@ func buildHandlers() map[string]handler {
 		if len(args) >= 2 && args[0] == "auth" && (args[1] == "token" || slices.Contains(args, "--show-token") || slices.Contains(args, "-t")) {
 			s.fact(&s.secret, "gh auth token")
 		}
+		if len(args) >= 2 && args[0] == "auth" && (args[1] == "login" || args[1] == "logout" || args[1] == "refresh" || args[1] == "setup-git" || args[1] == "switch") {
+			s.fail("gh auth %s changes the GitHub CLI's credentials", args[1])
+		}
+		if len(args) >= 2 && (args[0] == "extension" || args[0] == "extensions") && args[1] == "install" {
+			s.fail("gh extension install adds programs the GitHub CLI runs later")
+		}
+		if len(args) >= 2 && args[0] == "alias" && args[1] == "set" {
+			s.fail("gh alias set installs a command the GitHub CLI runs later")
+		}
 	}
 	h["openssl"] = func(s *gstate, _ string, args []string, _ stdin) {
 		if len(args) > 0 && (args[0] == "s_client" || args[0] == "s_server" || args[0] == "s_time" || args[0] == "ocsp") {
