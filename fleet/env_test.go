@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,44 +31,9 @@ import (
 	"sbx.dev/sbx/vm/qemu"
 )
 
-var sbxBinary struct {
-	once sync.Once
-	path string
-	out  []byte
-	err  error
-}
-
-// guestBinary builds the real static sbx binary once: it is the guest's
-// init, agent, hooks and script agent.
-func guestBinary(t testing.TB) string {
-	t.Helper()
-	sbxBinary.once.Do(func() {
-		// A prebuilt binary, when the tree is mid-change elsewhere.
-		if p := os.Getenv("SBX_TEST_BINARY"); p != "" {
-			sbxBinary.path = p
-			return
-		}
-		dir, err := os.MkdirTemp("", "sbx-fleet-bin-")
-		if err != nil {
-			sbxBinary.err = err
-			return
-		}
-		sbxBinary.path = filepath.Join(dir, "sbx")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", sbxBinary.path, "sbx.dev/sbx")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		sbxBinary.out, sbxBinary.err = cmd.CombinedOutput()
-	})
-	if sbxBinary.err != nil {
-		t.Fatalf("build sbx: %v\n%s", sbxBinary.err, sbxBinary.out)
-	}
-	return sbxBinary.path
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sbxBinary.path != "" && os.Getenv("SBX_TEST_BINARY") == "" {
-		os.RemoveAll(filepath.Dir(sbxBinary.path))
-	}
+	testutil.RemoveSBXBinary()
 	os.Exit(code)
 }
 
@@ -110,22 +74,6 @@ type env struct {
 	policy fleet.Policy
 }
 
-// repoData is the checkout's data dir, where `go tool task kernel` and
-// `go tool task image` install the kernel and the agent image.
-func repoData(t testing.TB) string {
-	for _, d := range []string{os.Getenv("SBX_DATA"), "../.sbx"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "images", "agent.ext4")); err == nil {
-			abs, _ := filepath.Abs(d)
-			return abs
-		}
-	}
-	t.Fatal("the agent image is missing: run `go tool task image` (go tool task test does)")
-	return ""
-}
-
 func authorizedKey(t testing.TB) string {
 	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -147,16 +95,7 @@ func randomToken() string {
 func newEnv(t *testing.T, policy fleet.Policy) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{t: t, data: t.TempDir(), clock: &clock{t: time.Now()}, logs: &testutil.SyncBuffer{}, policy: policy}
-	src := repoData(t)
-	for _, d := range []string{"images", "kernel"} {
-		if err := os.Symlink(filepath.Join(src, d), filepath.Join(e.data, d)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(src, "accel.json")); err == nil {
-		os.WriteFile(filepath.Join(e.data, "accel.json"), b, 0o600)
-	}
+	e := &env{t: t, data: testutil.DataDirWithImages(t, ".."), clock: &clock{t: time.Now()}, logs: &testutil.SyncBuffer{}, policy: policy}
 	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var err error
 	e.store, err = store.Open(ctx, filepath.Join(e.data, store.FileName))
@@ -194,7 +133,7 @@ func newEnv(t *testing.T, policy fleet.Policy) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: e.data, Init: guestBinary(t), Logger: logger})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: e.data, Init: testutil.SBXBinary(t), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"sbx.dev/sbx/audit"
@@ -197,6 +198,13 @@ func (f *Fleet) followOnce(ctx context.Context, rec record, parser parser, out, 
 		return 0, 0, err
 	}
 	proc.Stdin().Close()
+	// The guest's follow blocks while the agent is quiet: when the follower
+	// is stopped, end it so the stream returns at once.
+	defer context.AfterFunc(ctx, func() {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = proc.Signal(kctx, syscall.SIGKILL)
+	})()
 	go io.Copy(io.Discard, proc.Stderr())
 	logf, err := f.openLog(rec.Name)
 	if err != nil {

@@ -46,7 +46,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		s.core.why = "this gateway runs without boxes (vm.backend=none)"
 		return nil
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Logger: s.log.With("part", "vm")})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.opts.GuestBinary, Logger: s.log.With("part", "vm")})
 	if err != nil {
 		s.core.why = fmt.Sprintf("boxes are unavailable on this host: %v (run `sbx doctor`)", err)
 		s.log.Warn("running without boxes", "why", err)
@@ -61,7 +61,7 @@ func (s *Server) startCore(ctx context.Context) error {
 	}
 	fc := s.cfg.Fleet
 	// Each machine's one network path; its policy comes from the fleet.
-	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"))
+	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
 	s.core.net.fleet = func() *fleet.Fleet { return s.core.fleet }
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
 		Network: s.core.net,

@@ -36,9 +36,9 @@ type network struct {
 	on  map[string]context.CancelFunc
 }
 
-func newNetwork(ctx context.Context, dataDir string, cfg config.Model, al *audit.Log, log *slog.Logger) *network {
+func newNetwork(ctx context.Context, dataDir string, cfg config.Model, al *audit.Log, log *slog.Logger, test TestEgress) *network {
 	n := &network{dir: filepath.Join(dataDir, "net"), cfg: cfg, audit: al, log: log, ctx: ctx, on: map[string]context.CancelFunc{}}
-	n.srv = boxnet.New(boxnet.Config{Policy: n, Logger: log})
+	n.srv = boxnet.New(boxnet.Config{Policy: n, Logger: log, Resolver: test.Resolver, TestOnlyAllowLoopbackEgress: test.AllowLoopback})
 	return n
 }
 

@@ -20,6 +20,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/gateway/boxnet"
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/gateway/mcp"
 	"sbx.dev/sbx/gateway/metrics"
@@ -52,6 +53,19 @@ type Options struct {
 	HomeDir string
 	// TestHooks enables the hidden panic command and route. Tests only.
 	TestHooks bool
+	// GuestBinary is the static sbx binary boxes boot (init, agent, hooks)
+	// and QEMU runs per guest connection; "" means this executable.
+	GuestBinary string
+	// TestEgress loosens the box network for tests only (no flag, no key).
+	TestEgress TestEgress
+}
+
+// TestEgress lets tests reach local servers from a box.
+type TestEgress struct {
+	// AllowLoopback lets the egress proxy dial 127.0.0.0/8 and ::1.
+	AllowLoopback bool
+	// Resolver replaces DNS for egress destinations.
+	Resolver boxnet.Resolver
 }
 
 // Server is one gateway process.
