@@ -30,7 +30,7 @@
 //	HTTPS_PROXY=http://10.0.2.100:80  HTTP_PROXY=http://10.0.2.100:80
 //	NO_PROXY=10.0.2.100               (optional: proxied gateway URLs are served locally too)
 //	ANTHROPIC_BASE_URL=http://10.0.2.100/model  ANTHROPIC_API_KEY=<any placeholder>
-//	CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1  (only the Messages API is relayed)
+//	CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1  (recommended: only the Messages API is relayed)
 //	git remote: http://10.0.2.100/git/BOX/OWNER/NAME.git
 //	MCP server: http://10.0.2.100/mcp/NAME
 //
@@ -54,7 +54,8 @@
 // refused. Only smart HTTP is served (no dumb HTTP, no LFS).
 //
 // Model: POST /v1/messages and /v1/messages/count_tokens, GET /v1/models[/ID];
-// other paths get 403 (the key reaches the whole organization). Over the
+// other paths get 403 (the key reaches the whole organization), except Claude
+// Code's start-up probe HEAD /api/hello, which the gateway answers itself. Over the
 // request or token budget: 429 with the API's rate_limit_error JSON, without
 // reaching the upstream. Tokens are counted from the response as it streams
 // by (JSON usage; SSE message_start and message_delta, whose counts are

@@ -19,7 +19,8 @@ import (
 // and a placeholder key, plays anthropictest's scripted conversation: it
 // streams the text and the Bash tool_use, runs the tool, sends the
 // tool_result and ends with the final text; the upstream sees only the real
-// key, and the box's usage equals what the upstream reported.
+// key, nothing it asks is refused (its HEAD /api/hello probe included), and
+// the box's usage equals what the upstream reported.
 //
 // Claude Code lives in the agent image, not on the host: set SBX_CLAUDE to
 // its binary (e.g. extracted with debugfs -R "rdump
@@ -47,7 +48,7 @@ func TestClaudeCodeThroughModelEndpoint(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "-p", "list the files", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "ANTHROPIC_BASE_URL=" + base, "ANTHROPIC_API_KEY=sk-box-placeholder",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "IS_SANDBOX=1"}
+		"DISABLE_AUTOUPDATER=1", "IS_SANDBOX=1"}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -81,6 +82,11 @@ func TestClaudeCodeThroughModelEndpoint(t *testing.T) {
 	}
 	if !sawResult {
 		t.Fatalf("the Bash tool's output never reached the upstream: %+v", up.Requests())
+	}
+	for _, d := range pol.audited("") {
+		if d.Verdict != Allow {
+			t.Errorf("Claude Code was refused: %+v", d)
+		}
 	}
 	if got := pol.used("m"); got != want {
 		t.Fatalf("used %+v, upstream reported %+v", got, want)

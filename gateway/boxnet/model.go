@@ -48,6 +48,12 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 		deny(http.StatusNotFound, "not_found_error", "sbx: malformed model path")
 		return
 	}
+	if sub == "/api/hello" && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
+		// Claude Code's start-up connectivity probe: the gateway answers, the
+		// upstream is not involved.
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if !modelPathAllowed(r.Method, sub) {
 		deny(http.StatusForbidden, "permission_error", "sbx: only the Messages API is relayed ("+r.Method+" "+sub+" is not)")
 		return
