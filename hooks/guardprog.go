@@ -9,9 +9,7 @@ import (
 )
 
 // call runs one simple command: its arguments are expanded first, then the
-
 // assignments in front of it take effect.
-
 func (s *gstate) call(x *syntax.CallExpr, in stdin) {
 	args := s.fields(x.Args...)
 	if s.err != nil {
@@ -27,9 +25,7 @@ func (s *gstate) call(x *syntax.CallExpr, in stdin) {
 }
 
 // run decides one program with its expanded arguments; wrappers (sudo,
-
 // env, xargs, timeout, ...) come back here with the program they run.
-
 func (s *gstate) run(args []string, in stdin) {
 	if s.err != nil || len(args) == 0 || !s.enter() {
 		return
@@ -97,18 +93,14 @@ func (s *gstate) run(args []string, in stdin) {
 }
 
 // metaPrograms only look at a path's name or metadata.
-
 var metaPrograms = map[string]bool{
 	"ls": true, "stat": true, "test": true, "[": true, "realpath": true, "readlink": true, "basename": true,
 	"dirname": true, "echo": true, "printf": true, "file": true, "cd": true, "pushd": true, "which": true, "type": true,
 }
 
 // argChecks are the checks every program's arguments get: network files,
-
 // secret names, reading protected files, and naming a control-plane path
-
 // to anything but a read-only program.
-
 func (s *gstate) argChecks(base string, rest []string) {
 	reader := isReader(base, rest)
 	for _, a := range rest {
@@ -162,13 +154,10 @@ func (s *gstate) argChecks(base string, rest []string) {
 }
 
 // secretFiles are names whose mention, with the network, is exfiltration.
-
 var secretFiles = []string{".git-credentials", ".agent-mcp.json", "gh/hosts.yml", ".credentials.json", ".claude.json", ".ssh/", ".netrc", ".npmrc", ".pypirc", ".docker/config.json"}
 
 // isReader reports whether the read-only lane's allow-list accepts the
-
 // program with these arguments: it then cannot change what it names.
-
 func isReader(base string, rest []string) bool {
 	switch base {
 	case "source", ".", "less", "more", "view", "bat", "tac":
@@ -192,9 +181,7 @@ func isReader(base string, rest []string) bool {
 }
 
 // pathCandidates are the paths an argument may name: itself, the value of
-
 // an option (--out=F, of=F, -oF, @F for curl's data files).
-
 func pathCandidates(a string) []string {
 	if a == "" {
 		return nil
@@ -215,7 +202,6 @@ func pathCandidates(a string) []string {
 }
 
 // identTokens splits text into shell-variable-like words.
-
 func identTokens(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool {
 		return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
@@ -223,9 +209,7 @@ func identTokens(s string) []string {
 }
 
 // isSecretName reports whether an environment variable name holds a
-
 // credential by convention.
-
 func isSecretName(n string) bool {
 	if n == "" || strings.ToUpper(n) != n {
 		return false
@@ -246,7 +230,6 @@ func isSecretName(n string) bool {
 }
 
 // networkTools reach the network whatever their arguments.
-
 var networkTools = map[string]bool{
 	"curl": true, "wget": true, "nc": true, "ncat": true, "netcat": true, "nc.openbsd": true,
 	"nc.traditional": true, "socat": true, "ssh": true, "scp": true, "sftp": true, "telnet": true,
@@ -260,9 +243,7 @@ var networkTools = map[string]bool{
 }
 
 // writers take paths to change: none of their arguments may be computed
-
 // at run time, since any could be a control-plane file.
-
 var writers = map[string]bool{
 	"cp": true, "mv": true, "tee": true, "rm": true, "rmdir": true, "unlink": true, "ln": true, "link": true,
 	"chmod": true, "chown": true, "chgrp": true, "chattr": true, "setfacl": true, "truncate": true,
@@ -273,9 +254,7 @@ var writers = map[string]bool{
 type handler func(s *gstate, base string, args []string, in stdin)
 
 // buildHandlers is built per check: as a package variable it would refer
-
 // to itself through run.
-
 func buildHandlers() map[string]handler {
 	h := map[string]handler{}
 	for _, n := range []string{"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh"} {
@@ -489,97 +468,50 @@ func buildHandlers() map[string]handler {
 }
 
 // shell handles bash and its kin: -c CODE, a script file, or a program
-
 // read from standard input.
-
 // scriptFile allows running a script file (its content is the repository's
-
 // business) but not one produced at run time.
-
 // programOnStdin decides a shell or interpreter that reads its program
-
 // from standard input: from a pipe it is unknowable; a here-document is
-
 // checked as code.
-
 // wrapper handles programs that run another program given in their
-
 // arguments, after their own options.
-
 // systemDirs may not be deleted (nor moved away) as a whole.
-
 // operands are the arguments that are not options (GNU getopt permutes).
-
 // remove handles rm and its kin: no system directory, no control-plane
-
 // file and no directory holding one.
-
 // moveLink handles mv, ln, chmod and friends: a directory holding the
-
 // control plane may not be moved, linked or have its modes changed.
-
 // intoDir checks DEST/basename(SRC) for cp, mv and ln into a directory.
-
 // copyInto handles cp and rsync: the destination, the file inside it, and
-
 // a recursive copy into a directory that holds the control plane.
-
 // extract handles tar and unzip writing a tree into a directory.
-
 // find: -exec and friends run commands with unknown file names, -delete
-
 // deletes under the start points, -fprint writes a file.
-
 // xargs runs a command with arguments read from standard input.
-
 // cd follows the working directory. A directory from the environment
-
 // (cd "$GOPATH/src", cd "$(git rev-parse --show-toplevel)") was not chosen
-
 // by the command and is taken as staying where it was; one the command
-
 // computes makes the directory unknown, and relative paths are then judged
-
 // as if they could be anywhere.
-
 // read and friends set variables to unknown values.
-
 // claude: the agent may not reconfigure its own runtime.
-
 // awk runs commands through system() and pipes, and reaches the network
-
 // through gawk's /inet files.
-
 // git: URLs make push/fetch/clone/remote network use; -c and git config
-
 // values that git runs as commands are checked as shell code.
-
 // gitCmdKeys are configuration keys whose value git runs.
-
 // interpreter decides python, node, perl, ruby and friends: inline code is
-
 // scanned, a script file runs like any script, code from a pipe is
-
 // unknowable.
-
 // Inline code is not parsed; it is scanned for what gives its intent away.
-
 // Code that builds names at run time or decodes and runs more code is
-
 // denied outright, since its intent cannot be read.
-
 // safeProducer reports whether a command substitution prints something the
-
 // command cannot steer to the control plane: a fresh temporary name, the
-
 // date, a directory name of a literal path.
-
 // recursiveReader: a search that reads every file under a directory.
-
 // shadowsProgram reports whether the command wrote a file named like the
-
 // program it runs by name (PATH=/tmp:$PATH ls after writing /tmp/ls).
-
 // readsProgramFromStdin: make -f -, awk -f -, sed -f /dev/stdin and the
-
 // like take their program from standard input.
