@@ -94,7 +94,7 @@ type fleetFront struct {
 	logs   *testutil.SyncBuffer
 }
 
-func newFleetFront(t *testing.T, o Options) *fleetFront {
+func newFleetFront(t testing.TB, o Options) *fleetFront {
 	t.Helper()
 	ctx := context.Background()
 	data := t.TempDir()

@@ -80,12 +80,14 @@ func newFront(t testing.TB, o Options) *front {
 	return &front{url: serve(t, New(o)), keys: svc, audit: al, clock: clk, admin: admin}
 }
 
-// serve runs h on a loopback test server and returns its URL.
+// serve mounts h at /mcp on a loopback test server and returns its URL.
 func serve(t testing.TB, h http.Handler) string {
 	t.Helper()
-	ts := httptest.NewServer(h)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
-	return ts.URL
+	return ts.URL + "/mcp"
 }
 
 // token creates an API key for user with scopes.

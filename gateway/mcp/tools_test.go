@@ -226,6 +226,13 @@ func TestEveryToolOnARealBox(t *testing.T) {
 	if l := out[ListOut](t, call(t, alice, "list", nil)); len(l.Boxes) != 1 || l.Boxes[0].Name != box {
 		t.Fatalf("list: %+v", l)
 	}
+	// The real external client: the MCP Inspector CLI calls status in both eras.
+	for _, era := range []string{"legacy", "modern"} {
+		got := inspect(t, f.url, aliceTok, era, "--method", "tools/call", "--tool-name", "status", "--tool-arg", "box="+box)
+		if !strings.Contains(got, `\"state\":\"done\"`) && !strings.Contains(got, `"state": "done"`) {
+			t.Errorf("inspector (%s) status:\n%s", era, got)
+		}
+	}
 	if td := out[TeardownOut](t, call(t, alice, "teardown", map[string]any{"box": box})); !td.Destroyed {
 		t.Fatalf("teardown: %+v", td)
 	}
