@@ -296,9 +296,14 @@ func TestBootSmallKernel(t *testing.T) {
 	checkGuest(t, bootBox(t, k, ""))
 }
 
-// smallKernel finds the small kernel in the build cache of `task kernel`.
+// smallKernel finds the small kernel in the build cache of `task kernel`
+// (${SBX_CACHE:-~/.cache/sbx}).
 func smallKernel() (kernel.Kernel, bool) {
-	paths, _ := filepath.Glob(filepath.Join(os.Getenv("HOME"), ".cache/sbx/kernel/*/vmlinux"))
+	cache := os.Getenv("SBX_CACHE")
+	if cache == "" {
+		cache = filepath.Join(os.Getenv("HOME"), ".cache/sbx")
+	}
+	paths, _ := filepath.Glob(filepath.Join(cache, "kernel/*/vmlinux"))
 	if len(paths) == 0 {
 		return kernel.Kernel{}, false
 	}
