@@ -112,7 +112,7 @@ func chromium(t *testing.T) *chrome {
 // do runs steps with a bound on the whole.
 func (c *chrome) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		c.t.Fatalf("%s: %v", what, err)
@@ -149,20 +149,28 @@ func (c *chrome) location() string {
 }
 
 // waitFor polls a JavaScript condition (htmx swaps arrive asynchronously).
-func (c *chrome) waitFor(what, js string) {
+func (c *chrome) waitFor(what, js string) { c.waitForLong(what, js, 20*time.Second) }
+
+// waitForLong is waitFor with its own bound (a box boots, an agent runs, a
+// form's POST is answered). An evaluation that fails while a navigation is
+// under way counts as "not yet".
+func (c *chrome) waitForLong(what, js string, d time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(d)
+	var last error
 	for time.Now().Before(deadline) {
-		var ok bool
-		c.eval("!!("+js+")", &ok)
-		if ok {
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+js+")"))
+		cancel()
+		if err == nil && ok {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		last = err
+		time.Sleep(100 * time.Millisecond)
 	}
 	var body string
 	c.eval("document.body ? document.body.innerText : ''", &body)
-	c.t.Fatalf("timed out waiting for %s at %s; page:\n%s", what, c.location(), body)
+	c.t.Fatalf("timed out waiting for %s at %s (last error %v); page:\n%s", what, c.location(), last, body)
 }
 
 // clean asserts the current page raised no CSP violation and holds nothing

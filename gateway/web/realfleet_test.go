@@ -143,7 +143,7 @@ func TestBrowserRealFleet(t *testing.T) {
 	br.clean("box waiting")
 	br.screenshot("real-box-question.png")
 	br.do("answer", chromedp.SendKeys(chromedp.CSS("#answer-text"), "banana"), chromedp.Click(chromedp.CSS("#answer-send")))
-	br.waitFor("the answer's flash", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('Answer sent')`)
+	br.waitForLong("the answer's flash", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('Answer sent')`, 2*time.Minute)
 	br.waitForLong("the agent's commit in the live log", `document.querySelector('#log').innerText.includes('committed')`, 2*time.Minute)
 	br.waitForLong("done", `document.querySelector('#state') && document.querySelector('#state').innerText === 'done'`, time.Minute)
 	var logText string
@@ -168,21 +168,6 @@ func TestBrowserRealFleet(t *testing.T) {
 	if _, err := core.Get(ctx, alice, name); err == nil {
 		t.Errorf("box %s still there after destroy", name)
 	}
-}
-
-// waitForLong is waitFor with a longer bound (a box boots, an agent runs).
-func (c *chrome) waitForLong(what, js string, d time.Duration) {
-	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		var ok bool
-		c.eval("!!("+js+")", &ok)
-		if ok {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	c.waitFor(what, js)
 }
 
 // agentData is the checkout's data dir holding the kernel and the Debian
