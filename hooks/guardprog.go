@@ -36,6 +36,11 @@ func (s *gstate) run(args []string, in stdin) {
 		s.fail("the program name %s is computed at run time and cannot be checked", printable(name))
 		return
 	}
+	if hasGlob(name) {
+		// ~/.* runs the first file it matches with the others as arguments.
+		s.fail("the program name %s is a pattern: the files it matches pick the program and its arguments", name)
+		return
+	}
 	if body, ok := s.funcs[name]; ok {
 		saved, savedIn := s.pos, s.inPos
 		s.pos, s.inPos = args[1:], true
