@@ -34,11 +34,34 @@ func TestClaudeCodeThroughModelEndpoint(t *testing.T) {
 			t.Skip("Claude Code not found: set SBX_CLAUDE to its binary")
 		}
 	}
+	for _, tc := range []struct {
+		name string
+		env  func(addr string) []string
+	}{
+		// As a box runs it: everything through the proxy, the model at the
+		// gateway's address (served locally by the proxy), non-essential
+		// traffic off (else Claude Code CONNECTs to api.anthropic.com, which
+		// the egress policy refuses).
+		{"box settings", func(addr string) []string {
+			return []string{"HTTP_PROXY=http://" + addr, "HTTPS_PROXY=http://" + addr,
+				"ANTHROPIC_BASE_URL=http://" + GatewayHost + "/model", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+		}},
+		// Straight at the endpoint with non-essential traffic on: its
+		// HEAD /api/hello probe must not be refused.
+		{"direct", func(addr string) []string {
+			return []string{"ANTHROPIC_BASE_URL=http://" + addr + "/model"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { claudeRun(t, bin, tc.env) })
+	}
+}
+
+func claudeRun(t *testing.T, bin string, env func(addr string) []string) {
 	up := anthropictest.New(t, anthropictest.Options{APIKey: "sk-ant-real"})
 	pol := newPolicy()
 	pol.set("m", BoxPolicy{Model: &ModelRoute{Upstream: mustURL(t, up.URL), APIKey: "sk-ant-real", MaxRequests: 50}})
 	s := newTestServer(Config{Policy: pol})
-	base := "http://" + serveBox(t, s, "m") + "/model"
+	addr := serveBox(t, s, "m")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "marker-file.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -47,8 +70,8 @@ func TestClaudeCodeThroughModelEndpoint(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-p", "list the files", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "ANTHROPIC_BASE_URL=" + base, "ANTHROPIC_API_KEY=sk-box-placeholder",
-		"DISABLE_AUTOUPDATER=1", "IS_SANDBOX=1"}
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "ANTHROPIC_API_KEY=sk-box-placeholder",
+		"DISABLE_AUTOUPDATER=1", "IS_SANDBOX=1"}, env(addr)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
