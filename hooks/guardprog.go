@@ -36,7 +36,7 @@ func (s *gstate) run(args []string, in stdin) {
 		s.fail("the program name %s is computed at run time and cannot be checked", printable(name))
 		return
 	}
-	if hasGlob(name) {
+	if isPattern(name) {
 		// ~/.* runs the first file it matches with the others as arguments.
 		s.fail("the program name %s is a pattern: the files it matches pick the program and its arguments", name)
 		return
@@ -520,3 +520,13 @@ func buildHandlers() map[string]handler {
 // program it runs by name (PATH=/tmp:$PATH ls after writing /tmp/ls).
 // readsProgramFromStdin: make -f -, awk -f -, sed -f /dev/stdin and the
 // like take their program from standard input.
+
+// isPattern reports whether bash would glob the word: *, ?, or a bracket
+// that closes ("[" alone is the test builtin).
+func isPattern(w string) bool {
+	if strings.ContainsAny(w, "*?") {
+		return true
+	}
+	i := strings.IndexByte(w, '[')
+	return i >= 0 && strings.IndexByte(w[i+1:], ']') >= 0
+}
