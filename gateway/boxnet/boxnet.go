@@ -30,7 +30,7 @@
 //	HTTPS_PROXY=http://10.0.2.100:80  HTTP_PROXY=http://10.0.2.100:80
 //	NO_PROXY=10.0.2.100               (optional: proxied gateway URLs are served locally too)
 //	ANTHROPIC_BASE_URL=http://10.0.2.100/model  ANTHROPIC_API_KEY=<any placeholder>
-//	CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1  (recommended: only the Messages API is relayed)
+//	CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1  (else Claude Code also CONNECTs to api.anthropic.com)
 //	git remote: http://10.0.2.100/git/BOX/OWNER/NAME.git
 //	MCP server: http://10.0.2.100/mcp/NAME
 //

@@ -170,6 +170,13 @@ func TestGitEndpoint(t *testing.T) {
 		t.Fatalf("big push: remote at %s", got)
 	}
 
+	// With the box's proxy settings and the gateway's address in the
+	// remote URL, as in a box: the proxy serves the git endpoint itself.
+	addr := strings.TrimSuffix(strings.TrimPrefix(f.base, "http://"), "/git/box1/")
+	if out := mustGit(t, work, f.env, "-c", "http.proxy=http://"+addr, "ls-remote", "http://"+GatewayHost+"/git/box1/acme/widget.git", "main"); !strings.HasSuffix(out, "refs/heads/main") {
+		t.Fatalf("ls-remote through the proxy: %q", out)
+	}
+
 	// The box's own Authorization never reaches the remote: the gateway's
 	// credential replaces it.
 	evil := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("attacker:stolen"))
