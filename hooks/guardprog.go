@@ -344,6 +344,15 @@ func buildHandlers() map[string]handler {
 			s.fact(&s.envDump, "printenv")
 		}
 	}
+	h["ps"] = func(s *gstate, _ string, args []string, _ stdin) {
+		for _, a := range args {
+			// BSD-style e (ps e, ps auxe, ps eww) prints each process's
+			// environment.
+			if !strings.HasPrefix(a, "-") && strings.Contains(a, "e") || a == "-E" {
+				s.fact(&s.envDump, "ps "+a)
+			}
+		}
+	}
 	h["set"] = func(s *gstate, _ string, args []string, _ stdin) {
 		if len(args) == 0 {
 			s.fact(&s.envDump, "set")
