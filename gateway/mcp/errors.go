@@ -27,6 +27,7 @@ func writeError(w http.ResponseWriter, _ *http.Request, status int, msg string) 
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(errorBody{Error: msg, RequestID: w.Header().Get("X-Request-Id")})
 }

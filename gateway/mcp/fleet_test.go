@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,59 +27,10 @@ import (
 	"sbx.dev/sbx/vm/qemu"
 )
 
-// TODO(fleet): this wiring repeats fleet/env_test.go's; a shared
-// fleet/fleettest (or the gateway mounting /mcp) would replace both.
-
-var sbxBinary struct {
-	once sync.Once
-	path string
-	out  []byte
-	err  error
-}
-
-// guestBinary builds the real static sbx binary once: the guest's init,
-// agent, hooks and script agent.
-func guestBinary(t testing.TB) string {
-	t.Helper()
-	sbxBinary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "sbx-mcp-bin-")
-		if err != nil {
-			sbxBinary.err = err
-			return
-		}
-		sbxBinary.path = filepath.Join(dir, "sbx")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", sbxBinary.path, "sbx.dev/sbx")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		sbxBinary.out, sbxBinary.err = cmd.CombinedOutput()
-	})
-	if sbxBinary.err != nil {
-		t.Fatalf("build sbx: %v\n%s", sbxBinary.err, sbxBinary.out)
-	}
-	return sbxBinary.path
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sbxBinary.path != "" {
-		os.RemoveAll(filepath.Dir(sbxBinary.path))
-	}
+	testutil.RemoveSBXBinary()
 	os.Exit(code)
-}
-
-// repoData is the checkout's data dir holding the kernel and agent image
-// (`go tool task kernel`, `go tool task image`).
-func repoData(t testing.TB) string {
-	for _, d := range []string{os.Getenv("SBX_DATA"), "../../.sbx"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "images", "agent.ext4")); err == nil {
-			abs, _ := filepath.Abs(d)
-			return abs
-		}
-	}
-	t.Fatal("the agent image is missing: run `go tool task image` (go tool task test does)")
-	return ""
 }
 
 // fleetFront is the MCP front over the real core: SQLite, QEMU boxes from
@@ -97,16 +46,7 @@ type fleetFront struct {
 func newFleetFront(t testing.TB, o Options) *fleetFront {
 	t.Helper()
 	ctx := context.Background()
-	data := t.TempDir()
-	src := repoData(t)
-	for _, d := range []string{"images", "kernel"} {
-		if err := os.Symlink(filepath.Join(src, d), filepath.Join(data, d)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(src, "accel.json")); err == nil {
-		_ = os.WriteFile(filepath.Join(data, "accel.json"), b, 0o600)
-	}
+	data := testutil.DataDirWithImages(t, "../..")
 	logs := &testutil.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	st, err := store.Open(ctx, filepath.Join(data, store.FileName))
@@ -143,7 +83,7 @@ func newFleetFront(t testing.TB, o Options) *fleetFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: guestBinary(t), Logger: logger})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.SBXBinary(t), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
