@@ -87,7 +87,8 @@ func newConsole(t testing.TB, o Options) *console {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.core = newScriptedCore(red)
+	c.core = newScriptedCore(red, t.TempDir())
+	t.Cleanup(c.core.close)
 	o.Identity, o.Logger, o.Audit = c.svc, logger, al
 	o.Sessions = c.store.SessionStore(nil)
 	if o.Throttle == nil {

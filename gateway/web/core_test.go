@@ -15,6 +15,7 @@ import (
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/runlog"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm/agent"
@@ -27,6 +28,7 @@ import (
 // drives the console in TestBrowserRealFleet.
 type scriptedCore struct {
 	red *redact.Redactor
+	dir string // the boxes' logs (fleet/runlog files, as the core keeps them)
 
 	mu      sync.Mutex
 	boxes   map[string]*scriptedBox
@@ -36,26 +38,38 @@ type scriptedCore struct {
 
 type scriptedBox struct {
 	box   fleet.Box
-	log   []byte
-	grow  chan struct{} // closed and replaced when log grows
+	log   *runlog.Log
 	files map[string][]byte
 	diff  string
 	inbox []fleet.InboxItem
 }
 
-func newScriptedCore(red *redact.Redactor) *scriptedCore {
-	return &scriptedCore{red: red, boxes: map[string]*scriptedBox{}, subs: map[chan fleet.Event]keys.Actor{}}
+func newScriptedCore(red *redact.Redactor, dir string) *scriptedCore {
+	return &scriptedCore{red: red, dir: dir, boxes: map[string]*scriptedBox{}, subs: map[chan fleet.Event]keys.Actor{}}
+}
+
+// close closes every box's log.
+func (c *scriptedCore) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.boxes {
+		_ = b.log.Close()
+	}
 }
 
 func visible(c keys.Actor, owner string) bool { return c.Role == keys.RoleAdmin || c.User == owner }
 
 // add creates a box owned by owner; task, repo and question are raw text.
 func (c *scriptedCore) add(name, owner, task, repo string, created time.Time) {
+	l, err := runlog.Open(c.dir, name)
+	if err != nil {
+		panic(err) // a test's own temp dir
+	}
 	c.mu.Lock()
 	b := &scriptedBox{
 		box: fleet.Box{Name: name, Owner: owner, State: fleet.Running, Agent: "script", Task: c.red.String(task),
 			Repos: []fleet.Repo{}, Allow: []string{}, Created: created, Updated: created, LastOutput: created},
-		grow: make(chan struct{}), files: map[string][]byte{},
+		log: l, files: map[string][]byte{},
 	}
 	if repo != "" {
 		b.box.Repos = []fleet.Repo{{Name: repo, Branch: "sbx/" + name}}
@@ -68,11 +82,11 @@ func (c *scriptedCore) add(name, owner, task, repo string, created time.Time) {
 func (c *scriptedCore) write(name, text string) {
 	c.mu.Lock()
 	b := c.boxes[name]
-	b.log = append(b.log, text...)
-	close(b.grow)
-	b.grow = make(chan struct{})
 	owner := b.box.Owner
 	c.mu.Unlock()
+	if _, err := b.log.Write([]byte(text)); err != nil {
+		panic(err)
+	}
 	c.emit(fleet.Event{Box: name, Owner: owner, Kind: fleet.EventOutput, At: time.Now()})
 }
 
@@ -147,52 +161,63 @@ func (c *scriptedCore) Get(_ context.Context, caller keys.Actor, name string) (f
 	return b.box, nil
 }
 
-// scriptedLog follows a scripted box's log from an offset, in chunks that
-// end at line ends, like fleet.LogStream.
+// scriptedLog follows a scripted box's log the way fleet.LogStream does:
+// a runlog subscriber read from the file, cut at line ends, redacted by one
+// streaming redact.Writer for the stream's life.
 type scriptedLog struct {
-	c      *scriptedCore
-	name   string
+	red    *redact.Redactor
+	rd     *runlog.Reader
+	limit  int64 // -1 with follow
 	off    int64
-	follow bool
+	raw    []byte
+	w      *redact.Writer
+	out    bytes.Buffer
+	closed bool
 }
 
 func (l *scriptedLog) Next(ctx context.Context) (fleet.Chunk, error) {
 	for {
-		l.c.mu.Lock()
-		b := l.c.boxes[l.name]
-		if b == nil {
-			l.c.mu.Unlock()
-			return fleet.Chunk{}, io.EOF
-		}
-		rest := b.log[min(l.off, int64(len(b.log))):]
-		grow := b.grow
-		if i := bytes.LastIndexByte(rest, '\n'); i >= 0 {
-			text := string(rest[:i+1])
+		if i := bytes.LastIndexByte(l.raw, '\n'); i >= 0 {
+			l.out.Reset()
+			_, _ = l.w.Write(l.raw[:i+1])
 			l.off += int64(i + 1)
-			l.c.mu.Unlock()
-			return fleet.Chunk{Text: l.c.red.String(text), Offset: l.off}, nil
+			l.raw = l.raw[i+1:]
+			return fleet.Chunk{Text: l.red.Bytes(l.out.Bytes()), Offset: l.off}, nil
 		}
-		l.c.mu.Unlock()
-		if !l.follow {
+		if l.closed || (l.limit >= 0 && l.off+int64(len(l.raw)) >= l.limit) {
 			return fleet.Chunk{}, io.EOF
 		}
-		select {
-		case <-grow:
-		case <-ctx.Done():
-			return fleet.Chunk{}, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return fleet.Chunk{}, err
+		}
+		buf := make([]byte, 32<<10)
+		n, err := l.rd.Read(buf)
+		l.raw = append(l.raw, buf[:n]...)
+		if err != nil {
+			l.closed = true
 		}
 	}
 }
 
-func (l *scriptedLog) Close() error { return nil }
+func (l *scriptedLog) Close() error { return l.rd.Close() }
 
-func (c *scriptedCore) Logs(_ context.Context, caller keys.Actor, name string, from int64, follow bool) (logStream, error) {
+func (c *scriptedCore) Logs(ctx context.Context, caller keys.Actor, name string, from int64, follow bool) (logStream, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, err := c.box(caller, name); err != nil {
+	b, err := c.box(caller, name)
+	c.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
-	return &scriptedLog{c: c, name: name, off: from, follow: follow}, nil
+	rd, err := b.log.Subscribe(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	l := &scriptedLog{red: c.red, rd: rd, limit: -1, off: from}
+	if !follow {
+		l.limit = b.log.Size()
+	}
+	l.w = c.red.NewWriter(&l.out)
+	return l, nil
 }
 
 func (c *scriptedCore) Answer(_ context.Context, caller keys.Actor, name, text string) (fleet.AnswerResult, error) {
@@ -303,8 +328,8 @@ func (c *scriptedCore) Destroy(_ context.Context, caller keys.Actor, name string
 		return err
 	}
 	delete(c.boxes, name)
-	close(b.grow)
 	c.mu.Unlock()
+	_ = b.log.Close()
 	c.emit(fleet.Event{Box: name, Owner: b.box.Owner, Kind: fleet.EventRemoved, At: time.Now()})
 	return nil
 }
