@@ -1,11 +1,13 @@
 package boxnet
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
@@ -151,4 +153,46 @@ func newTestServer(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return New(cfg)
+}
+
+// A box holds at most MaxConns connections to the gateway; the next one is
+// accepted when one closes.
+func TestServeConnectionCap(t *testing.T) {
+	pol := newPolicy()
+	pol.set("b", BoxPolicy{})
+	s := newTestServer(Config{Policy: pol, MaxConns: 1})
+	addr := serveBox(t, s, "b")
+	c1, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// c1 is accepted once the server answers on it.
+	fmt.Fprintf(c1, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := http.ReadResponse(bufio.NewReader(c1), nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/nothing")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	select {
+	case <-done:
+		t.Fatal("a second connection was served while the first was open")
+	case <-time.After(300 * time.Millisecond):
+	}
+	c1.Close()
+	select {
+	case code := <-done:
+		if code != http.StatusNotFound {
+			t.Fatalf("second connection: %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second connection was never served")
+	}
 }
