@@ -58,7 +58,7 @@ func (c *clock) Add(d time.Duration) {
 // env is one gateway's core over real parts: SQLite, the QEMU backend
 // booting the Debian agent image, a git server over smart HTTP.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	data   string
 	store  *store.SQLite
 	vm     *vm.Manager
@@ -92,7 +92,7 @@ func randomToken() string {
 	return "ghp_" + hex.EncodeToString(b)[:36]
 }
 
-func newEnv(t *testing.T, policy fleet.Policy) *env {
+func newEnv(t testing.TB, policy fleet.Policy) *env {
 	t.Helper()
 	ctx := context.Background()
 	e := &env{t: t, data: testutil.DataDirWithImages(t, ".."), clock: &clock{t: time.Now()}, logs: &testutil.SyncBuffer{}, policy: policy}

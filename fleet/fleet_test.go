@@ -429,3 +429,85 @@ func TestInboxQueuesMidTurn(t *testing.T) {
 	e.waitLog(b2.Name, "interrupted by alice")
 	e.waitState(b2.Name, fleet.Done)
 }
+
+// Every output path of the core is redacted (issue 4): the question, the
+// task, queued follow-ups, text artifacts by content whatever their name,
+// diff bodies and paths, and error messages; binary artifacts stay exact.
+func TestEveryOutputPathIsRedacted(t *testing.T) {
+	e := newEnv(t, fleet.Policy{})
+	ctx := e.ctx()
+	tok := e.token
+	tail := tok[len(tok)-4:]
+	b, err := e.fleet.Delegate(ctx, e.alice, fleet.DelegateRequest{Agent: "script",
+		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}},
+		Task: "!say use " + tok + "\n!write .env GITHUB_TOKEN=" + tok + "\n!write notes " + tok +
+			"\n!ask is " + tok + " right?\n!sleep 2\n!write README.md {answer}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.waitState(b.Name, fleet.Waiting)
+	safe := func(what, s string) {
+		t.Helper()
+		if strings.Contains(s, tok) {
+			t.Errorf("%s holds the token: %s", what, s)
+		}
+	}
+	safe("question", w.Question.String())
+	if !strings.Contains(w.Question.String(), "…"+tail) {
+		t.Errorf("question not shown redacted with its tail: %q", w.Question)
+	}
+	safe("task", w.Task.String())
+	if _, err := e.fleet.FollowUp(ctx, e.alice, b.Name, "answer "+tok, false); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.fleet.FollowUp(ctx, e.alice, b.Name, "queued "+tok, false); err != nil || r.Outcome != fleet.Queued {
+		t.Fatalf("queue: %+v %v", r, err)
+	}
+	items, _ := e.fleet.Inbox(ctx, e.alice, b.Name)
+	if len(items) != 1 {
+		t.Fatalf("inbox: %+v", items)
+	}
+	safe("inbox item", items[0].Text.String())
+	e.waitState(b.Name, fleet.Done)
+	for _, name := range []string{"widget/.env", "widget/notes", "widget/README.md"} {
+		rc, _, err := e.fleet.Artifact(ctx, e.alice, b.Name, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rc)
+		rc.Close()
+		safe("artifact "+name, string(body))
+		if !strings.Contains(string(body), tail) {
+			t.Errorf("artifact %s lost the redacted token's tail: %q", name, body)
+		}
+	}
+	// A binary file holding the token's bytes is served byte-exact.
+	bin := append([]byte{0, 1, 2, 0}, []byte(tok)...)
+	if err := e.fleet.WriteFile(ctx, e.alice, b.Name, "blob.bin", 0o644, strings.NewReader(string(bin))); err != nil {
+		t.Fatal(err)
+	}
+	rc, _, err := e.fleet.Artifact(ctx, e.alice, b.Name, "blob.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(got) != string(bin) {
+		t.Errorf("binary artifact changed: %q", got)
+	}
+	d, err := e.fleet.Diff(ctx, e.alice, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	safe("diff", d.Patch.String())
+	for _, f := range d.Files {
+		safe("diff path", f.Path.String())
+	}
+	safe("log", e.log(b.Name))
+	// Errors: a repo name carrying the token comes back redacted.
+	_, err = e.fleet.Delegate(ctx, e.alice, fleet.DelegateRequest{Task: "x", Agent: "script", Repos: []fleet.RepoSpec{{Repo: "acme/" + tok}}})
+	if err == nil {
+		t.Fatal("delegate to a missing repo worked")
+	}
+	safe("error", err.Error())
+}

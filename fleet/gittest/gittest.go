@@ -270,6 +270,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	// The body is whole now: without this net/http/cgi answers 400 to the
+	// chunked requests real git sends for large pushes.
+	r.TransferEncoding = nil
+	r.ContentLength = int64(len(body))
 	r.ContentLength = int64(len(body))
 	h := &cgi.Handler{
 		Path: s.git,
