@@ -495,3 +495,21 @@ func TestScopesOf(t *testing.T) {
 		}
 	}
 }
+
+func TestPerUserRateLimit(t *testing.T) {
+	f := newFront(t, Options{Rate: throttle.NewRate(3, nil)})
+	bob, _ := f.token(t, "bob")
+	carol, _ := f.token(t, "carol")
+	for range 3 {
+		if resp, _ := rawPost(t, f.url, bob, initBody); resp.StatusCode != http.StatusOK {
+			t.Fatalf("within the rate: %d", resp.StatusCode)
+		}
+	}
+	resp, body := rawPost(t, f.url, bob, initBody)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the rate: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := rawPost(t, f.url, carol, initBody); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another user shares bob's rate: %d", resp.StatusCode)
+	}
+}

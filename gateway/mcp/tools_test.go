@@ -119,7 +119,8 @@ func TestEveryToolOnARealBox(t *testing.T) {
 
 	// watch pages through the log and resumes from next_offset.
 	w := out[LogOut](t, call(t, alice, "watch", map[string]any{"box": box}))
-	if !strings.Contains(w.Text, "question: Which word") || w.NextOffset <= 0 || strings.Contains(w.Text, f.secret) {
+	redacted := "starting with ghp_…" + f.secret[len(f.secret)-4:]
+	if !strings.Contains(w.Text, "question: Which word") || w.NextOffset <= 0 || strings.Contains(w.Text, f.secret) || !strings.Contains(w.Text, redacted) {
 		t.Fatalf("watch: %+v", w)
 	}
 	w2 := out[LogOut](t, call(t, alice, "watch", map[string]any{"box": box, "from": w.NextOffset}))
