@@ -110,32 +110,39 @@ fi
 KC=$STATE/kubeconfig
 
 # 4. Images: the box image (busybox + a static sbx with the pod-agent
-# command) and the Pod sandbox image, imported into containerd later.
-build_images() {
-	local img=$STATE/images root
-	root=$(mktemp -d "$img/box.XXXXXX")
+# command) and the Pod sandbox image, imported into containerd later. The
+# box image is rebuilt whenever the sbx binary changes.
+IMG=$STATE/images
+build_box_image() {
+	local root
+	root=$(mktemp -d "$IMG/box.XXXXXX")
 	mkdir -p "$root/bin" "$root/usr/local/bin" "$root/workspace" "$root/run/sbx" "$root/tmp" "$root/etc" "$root/root"
 	chmod 1777 "$root/tmp"
 	cp /bin/busybox "$root/bin/busybox"
 	for a in $("$root/bin/busybox" --list); do [ "$a" = busybox ] || ln -s busybox "$root/bin/$a"; done
 	printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
 	printf 'root:x:0:\n' >"$root/etc/group"
-	# The repo's sbx once main.go wires kube.NewPodAgentCommand; until then a
-	# stand-in main with only that command.
-	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$root/usr/local/bin/sbx" .)
-	if ! "$root/usr/local/bin/sbx" pod-agent --help >/dev/null 2>&1; then
-		(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$root/usr/local/bin/sbx" ./hack/cluster/sbxpod)
-	fi
-	(cd "$repo" && go run ./hack/cluster/ociimage -dir "$root" -name sbx.local/box:dev -o "$img/box.tar" -entrypoint /usr/local/bin/sbx,pod-agent,serve)
-	rm -rf "$root"
-	root=$(mktemp -d "$img/pause.XXXXXX")
-	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$root/pause" ./hack/cluster/pause)
-	(cd "$repo" && go run ./hack/cluster/ociimage -dir "$root" -name sbx.local/pause:dev -o "$img/pause.tar" -entrypoint /pause)
+	cp "$IMG/sbx" "$root/usr/local/bin/sbx"
+	(cd "$repo" && go run ./hack/cluster/ociimage -dir "$root" -name sbx.local/box:dev -o "$IMG/box.tar" -entrypoint /usr/local/bin/sbx,pod-agent,serve)
 	rm -rf "$root"
 }
-if [ ! -f "$STATE/images/box.tar" ] || [ ! -f "$STATE/images/pause.tar" ]; then
-	log "images"
-	build_images
+build_pause_image() {
+	local root
+	root=$(mktemp -d "$IMG/pause.XXXXXX")
+	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$root/pause" ./hack/cluster/pause)
+	(cd "$repo" && go run ./hack/cluster/ociimage -dir "$root" -name sbx.local/pause:dev -o "$IMG/pause.tar" -entrypoint /pause)
+	rm -rf "$root"
+}
+"$here/sbx-binary.sh" "$IMG/sbx.next"
+if ! cmp -s "$IMG/sbx.next" "$IMG/sbx" || [ ! -f "$IMG/box.tar" ]; then
+	log "box image"
+	mv "$IMG/sbx.next" "$IMG/sbx"
+	build_box_image
+fi
+rm -f "$IMG/sbx.next"
+if [ ! -f "$IMG/pause.tar" ]; then
+	log "pause image"
+	build_pause_image
 fi
 
 # 5. PostgreSQL 15, as the postgres user (initdb refuses root).
@@ -247,7 +254,7 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 EOF
 start kubelet "$BIN/kubelet" --config "$STATE/kubelet/config.yaml" --kubeconfig "$KC" \
-	--root-dir "$STATE/kubelet/root" --hostname-override localhost --node-ip 127.0.0.1
+	--root-dir "$STATE/kubelet/root" --hostname-override localhost
 node_ready() { kubectl --kubeconfig "$KC" get node localhost -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True; }
 wait_for kubelet 120 node_ready
 sa_ready() { kubectl --kubeconfig "$KC" -n default get serviceaccount default; }

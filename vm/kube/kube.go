@@ -410,7 +410,15 @@ func (b *Backend) podSpec(box vm.Box, pvc *corev1.PersistentVolumeClaim) (*corev
 				Name:            ContainerName,
 				Image:           img,
 				ImagePullPolicy: b.cfg.PullPolicy,
-				Command:         []string{"/usr/local/bin/sbx", "pod-agent", "serve"},
+				// No egress path yet: the agent deletes the Pod's interfaces
+				// (CNI's eth0) before serving, with NET_ADMIN granted for that
+				// and dropped from its bounding set after.
+				Command:                  []string{"/usr/local/bin/sbx", "pod-agent", "serve", "--no-network"},
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				SecurityContext: &corev1.SecurityContext{
+					Capabilities:             &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}},
+					AllowPrivilegeEscalation: &no,
+				},
 				Resources: corev1.ResourceRequirements{
 					Limits: corev1.ResourceList{
 						corev1.ResourceCPU:    *resource.NewQuantity(int64(box.Spec.VCPUs), resource.DecimalSI),

@@ -255,6 +255,9 @@ func TestConformance(t *testing.T) {
 		Backend:   func(t *testing.T) vm.Backend { return c.backend(t, ns, nil) },
 		Crash:     func(t *testing.T, name string) { c.crash(t, ns, name) },
 		Leftovers: func(t *testing.T, name string) []string { return c.leftovers(t, ns, name) },
+		// TODO(cluster egress): a NetworkPolicy rendered by sbx that leaves
+		// the gateway's egress proxy as the box Pod's only route.
+		SkipEgress: "kubernetes: the egress path (NetworkPolicy to the gateway's proxy) is not built yet",
 	}
 	setNoMemorySnapshot(&s)
 	vmtest.Run(t, s)

@@ -53,7 +53,7 @@ func NewCommand() *cobra.Command {
 		Hidden: true,
 	}
 	var socket, workspace string
-	var debug bool
+	var debug, noNetwork bool
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the agent protocol on the box's Unix socket (the Pod's PID 1)",
@@ -66,6 +66,15 @@ func NewCommand() *cobra.Command {
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if noNetwork {
+				// Fail closed: a box meant to have no network does not start
+				// with one.
+				gone, err := isolateNetwork()
+				if err != nil {
+					return err
+				}
+				log.Info("network removed", "interfaces", gone)
+			}
 			err := Serve(ctx, socket, workspace, log)
 			if ctx.Err() != nil {
 				return nil // asked to stop (the Pod is being deleted)
@@ -76,6 +85,7 @@ func NewCommand() *cobra.Command {
 	serve.Flags().StringVar(&socket, "socket", Socket, "Unix socket to listen on")
 	serve.Flags().StringVar(&workspace, "workspace", Workspace, "directory every file call is confined to")
 	serve.Flags().BoolVar(&debug, "debug", false, "log at debug level")
+	serve.Flags().BoolVar(&noNetwork, "no-network", false, "delete every interface but loopback first (needs CAP_NET_ADMIN, then dropped)")
 	bridge := &cobra.Command{
 		Use:   "bridge",
 		Short: "Copy stdin/stdout to and from the agent's socket (run through exec by the gateway)",
