@@ -123,7 +123,7 @@ func hookSettings(hooks ...string) []byte {
 	return b
 }
 
-type plainParser struct{ sess string }
+type plainParser struct{}
 
 func (p *plainParser) line(b []byte) string { return string(b) + "\n" }
 func (p *plainParser) session() string      { return "script" }

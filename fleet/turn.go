@@ -19,10 +19,6 @@ import (
 	"sbx.dev/sbx/vm/agent"
 )
 
-// maxLine caps one raw output line; longer lines are cut (the rest still
-// reaches the log as following lines).
-const maxLine = 1 << 20
-
 func turnFiles(turn int) (out, exit string) {
 	base := path.Join(boxcmd.TurnDir, strconv.Itoa(turn))
 	return base + ".out", base + ".exit"
