@@ -1,0 +1,72 @@
+package fleet
+
+import (
+	"testing"
+
+	"sbx.dev/sbx/fleet/boxcmd"
+	"sbx.dev/sbx/hooks"
+	"sbx.dev/sbx/vm"
+)
+
+// The core, the hooks and the guest helpers agree on the control files.
+func TestControlFilesAgree(t *testing.T) {
+	if questionFile != hooks.QuestionFile {
+		t.Errorf("fleet question file %q, hooks %q", questionFile, hooks.QuestionFile)
+	}
+	if out, _ := turnFiles(3); out != boxcmd.TurnDir+"/3.out" {
+		t.Errorf("turn output %q outside %s", out, boxcmd.TurnDir)
+	}
+}
+
+func TestValidRef(t *testing.T) {
+	for _, ok := range []string{"", "main", "v1.2.3", "feature/x-y", "0123abcd", "release_2026"} {
+		if err := validRef(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"-x", "--upload-pack=evil", "a..b", "/abs", "x/", "a b", "a;b", "$(x)", "x.lock", "a@{1}", "é"} {
+		if err := validRef(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestCleanAllow(t *testing.T) {
+	got, err := cleanAllow([]string{"Example.com", "*.npmjs.org", "example.com"})
+	if err != nil || len(got) != 2 || got[0] != "example.com" || got[1] != "*.npmjs.org" {
+		t.Errorf("%v %v", got, err)
+	}
+	for _, bad := range []string{"", "*.", "a..b", "-a.com", "a_b.com", "http://x.com", "x.com/path", "*", "1.2.3.4:80"} {
+		if _, err := cleanAllow([]string{bad}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func FuzzValidRef(f *testing.F) {
+	for _, s := range []string{"main", "-x", "a..b", "v1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		if validRef(ref) != nil {
+			return
+		}
+		// Nothing accepted may read as an option or leave the ref namespace.
+		if ref != "" && (ref[0] == '-' || ref[0] == '/') {
+			t.Errorf("accepted %q", ref)
+		}
+		for _, c := range ref {
+			if c <= ' ' || c == '\\' || c == ':' || c == '~' || c == '^' || c == '?' || c == '*' || c == '[' {
+				t.Errorf("accepted %q", ref)
+			}
+		}
+	})
+}
+
+func TestBoxName(t *testing.T) {
+	for _, task := range []string{"Fix the flaky test in CI please", "", "!!!", "日本語", "a-b c_d"} {
+		if err := vm.ValidName(boxName(task)); err != nil {
+			t.Errorf("%q → %q: %v", task, boxName(task), err)
+		}
+	}
+}
