@@ -182,5 +182,6 @@ func TestRegressionGuardGlobProgramName(t *testing.T) {
 // Found by FuzzGuard: ~0 is the current directory (dirs +0), and was taken
 // for an unknown user's home, whose paths went unchecked.
 func TestRegressionGuardTildeZero(t *testing.T) {
-	guardDenies(t, `cat ~0/.git-credentials`, `cat ~+0/.git-credentials`, `cat ~+/.git-credentials`)
+	guardDenies(t, `cat ~0/.git-credentials`, `cat ~+0/.git-credentials`, `cat ~+/.git-credentials`,
+		`cat ~1/.*`, `cat ~bob/.git-credentials`)
 }

@@ -411,7 +411,10 @@ func buildHandlers() map[string]handler {
 		}
 	}
 	h["cd"] = (*gstate).cd
-	h["pushd"] = (*gstate).cd
+	h["pushd"] = func(s *gstate, base string, args []string, in stdin) {
+		s.pushd = true
+		s.cd(base, args, in)
+	}
 	h["popd"] = func(s *gstate, _ string, _ []string, _ stdin) { s.cwds = nil }
 	h["read"] = (*gstate).read
 	h["mapfile"] = (*gstate).read

@@ -116,6 +116,7 @@ type gstate struct {
 	// cdpath: the command set CDPATH, so cd DIR may go anywhere.
 	cdpath   bool
 	noSplit  bool     // literal(): IFS is empty
+	pushd    bool     // the command used pushd: ~N names its stack
 	written  []string // files this command writes, as absolute paths
 	handlers map[string]handler
 	err      error
@@ -704,7 +705,9 @@ func (s *gstate) absPaths(p string) []string {
 	if p == "" {
 		return nil
 	}
-	if strings.HasPrefix(p, "~") {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		// A tilde bash did not expand (after a colon in an assignment):
+		// judged as the home directory, the stricter reading.
 		p = s.g.homes()[0] + p[1:]
 	}
 	if filepath.IsAbs(p) {
@@ -815,11 +818,17 @@ func (e environ) Get(name string) expand.Variable {
 		return expand.Variable{}
 	}
 	if u, ok := strings.CutPrefix(name, "HOME "); ok {
+		n := strings.TrimLeft(u, "+-")
 		switch {
 		case u == "root":
 			return strVar("/root")
 		case (u == "0" || u == "+0" || u == "+") && len(s.cwds) == 1:
 			return strVar(s.cwds[0]) // ~+, ~0 and ~+0 are $PWD
+		case isDigits(n) && !s.pushd:
+			// ~1 with an empty directory stack stays as written.
+			return strVar("~" + u)
+		case n != "" && !isDigits(n) && u[0] != '+' && u[0] != '-':
+			return strVar("/home/" + u)
 		}
 		return strVar(taintMark)
 	}
