@@ -41,7 +41,9 @@ func (f *Fleet) Get(ctx context.Context, caller keys.Actor, name string) (Box, e
 // Logs streams the box's log (the readable transcript of every turn, one
 // file per box with stable byte offsets) from offset from, redacted. With
 // follow, the stream stays open for new output and ends (io.EOF) when the
-// box is destroyed or ctx ends; without, it ends at the current end.
+// box is destroyed or ctx ends; without, it ends at the current end. An
+// offset inside a line starts at that line's beginning (a line is never
+// redacted from its middle), so resume with a Chunk's Offset.
 func (f *Fleet) Logs(ctx context.Context, caller keys.Actor, name string, from int64, follow bool) (*LogStream, error) {
 	return f.logs(ctx, caller, name, from, follow)
 }

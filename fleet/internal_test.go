@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"os"
 	"testing"
 
 	"sbx.dev/sbx/fleet/boxcmd"
@@ -67,6 +68,31 @@ func TestBoxName(t *testing.T) {
 	for _, task := range []string{"Fix the flaky test in CI please", "", "!!!", "日本語", "a-b c_d"} {
 		if err := vm.ValidName(boxName(task)); err != nil {
 			t.Errorf("%q → %q: %v", task, boxName(task), err)
+		}
+	}
+}
+
+// Regression (MCP review): a resume offset inside a line that holds a
+// secret must not hand out the secret's unrecognisable tail.
+func TestLogOffsetMidSecretRegression(t *testing.T) {
+	dir := t.TempDir()
+	p := dir + "/x.log"
+	line1 := "first line\n"
+	line2 := "token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB here\n"
+	if err := os.WriteFile(p, []byte(line1+line2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for off := int64(0); off <= int64(len(line1+line2)); off++ {
+		got := lineStart(p, off)
+		want := int64(0)
+		if off > int64(len(line1)) || off == int64(len(line1)) {
+			want = int64(len(line1))
+		}
+		if off == int64(len(line1+line2)) {
+			want = off
+		}
+		if got != want {
+			t.Errorf("lineStart(%d) = %d, want %d", off, got, want)
 		}
 	}
 }

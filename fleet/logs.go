@@ -50,6 +50,9 @@ func (f *Fleet) logs(ctx context.Context, caller keys.Actor, name string, from i
 	if from > size {
 		return nil, f.safeErr(fmt.Errorf("offset %d is past the end of the log (%d bytes): %w", from, size, ErrInvalid))
 	}
+	// A line is never redacted from its middle: a secret cut at the
+	// offset would not be recognised. Start at the line's beginning.
+	from = lineStart(l.Path(), from)
 	rd, err := l.Subscribe(ctx, from)
 	if err != nil {
 		return nil, f.safeErr(err)
@@ -60,6 +63,31 @@ func (f *Fleet) logs(ctx context.Context, caller keys.Actor, name string, from i
 	}
 	s.w = f.red.NewWriter(&s.out)
 	return s, nil
+}
+
+// maxLineBack bounds the search for a line start; a longer line restarts
+// at the bound (the redactor still sees 64 KiB before the offset).
+const maxLineBack = 64 << 10
+
+// lineStart returns the offset of the start of the line that holds off.
+func lineStart(path string, off int64) int64 {
+	if off <= 0 {
+		return 0
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return off
+	}
+	defer f.Close()
+	n := min(off, maxLineBack)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, off-n); err != nil {
+		return off
+	}
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		return off - n + int64(i) + 1
+	}
+	return off - n
 }
 
 // Next returns the next chunk of whole lines; io.EOF at the end (without

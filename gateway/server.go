@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -178,6 +179,8 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		Logger:         opts.Logger.With("front", "mcp"),
 		Now:            opts.Now,
 		TrustedProxies: trusted,
+		WaitMax:        cfg.MCP.WaitMax.D(),
+		Version:        Version(),
 	})
 	handler := web.New(web.Options{
 		Fleet:          s.core.fleet,
@@ -375,4 +378,23 @@ func portOf(addr string) string {
 		return "22"
 	}
 	return p
+}
+
+// Version is the module version this binary was built from ("dev" from a
+// checkout), with the VCS revision when the build recorded one.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "dev"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += "+" + s.Value[:12]
+		}
+	}
+	return v
 }

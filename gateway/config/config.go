@@ -40,6 +40,7 @@ type Config struct {
 	Fleet Fleet `yaml:"fleet"`
 	Git   Git   `yaml:"git"`
 	Model Model `yaml:"model"`
+	MCP   MCP   `yaml:"mcp"`
 
 	// AdminKeys is authorized_keys text for the first admin, used only when
 	// the store has no user yet.
@@ -121,6 +122,13 @@ type Model struct {
 	MaxTokens   int `yaml:"max_tokens"`
 }
 
+// MCP configures the MCP endpoint.
+type MCP struct {
+	// WaitMax caps how long delegate and answer wait for a run to finish or
+	// ask before they return "running".
+	WaitMax Duration `yaml:"wait_max"`
+}
+
 // Git configures the git host of the GitHub accounts.
 type Git struct {
 	// Host is the base URL repos are cloned from and tokens probed against.
@@ -159,6 +167,7 @@ func Default() Config {
 			MaxBoxesPerHost: 20,
 		},
 		Git: Git{Host: "https://github.com"},
+		MCP: MCP{WaitMax: Duration(50 * time.Second)},
 	}
 }
 

@@ -146,6 +146,7 @@ var table = []field{
 	str("model.upstream", func(c *Config) *string { return &c.Model.Upstream }),
 	integer("model.max_requests", func(c *Config) *int { return &c.Model.MaxRequests }),
 	integer("model.max_tokens", func(c *Config) *int { return &c.Model.MaxTokens }),
+	dur("mcp.wait_max", func(c *Config) *Duration { return &c.MCP.WaitMax }),
 }
 
 func secretStr(key string, p func(*Config) *string) field {
@@ -262,6 +263,9 @@ func (c Config) Validate() error {
 		if u, err := url.Parse(c.Model.Upstream); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			bad("model.upstream", c.Model.Upstream, "want a base URL like https://api.anthropic.com")
 		}
+	}
+	if c.MCP.WaitMax.D() <= 0 || c.MCP.WaitMax.D() > 10*time.Minute {
+		bad("mcp.wait_max", c.MCP.WaitMax.D(), "must be positive and at most 10m")
 	}
 	if c.Model.MaxRequests < 0 || c.Model.MaxTokens < 0 {
 		bad("model.max_requests", c.Model.MaxRequests, "budgets must be 0 (no bound) or more")
