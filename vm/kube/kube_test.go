@@ -17,13 +17,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
 
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
@@ -422,5 +429,96 @@ func validDNSLabel(v string) string { return strings.Join(validation.IsDNS1123La
 func setNoMemorySnapshot(s *vmtest.Setup) {
 	if f := reflect.ValueOf(s).Elem().FieldByName("NoMemorySnapshot"); f.IsValid() && f.Kind() == reflect.Bool {
 		f.SetBool(true)
+	}
+}
+
+// TestManifestsValid has the API server validate every object in deploy/
+// (a server-side dry run): the example manifests are what a cluster accepts.
+func TestManifestsValid(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	files, _ := filepath.Glob("../../deploy/*.yaml")
+	tests, _ := filepath.Glob("../../deploy/test/*.yaml")
+	n := 0
+	for _, f := range append(files, tests...) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(raw), "\n---") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dyn, err := dynamic.NewForConfig(c.admin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mapping, err := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.cs.Discovery())).RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", f, gvk, err)
+			}
+			obj2 := &unstructured.Unstructured{Object: u}
+			var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+			if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+				ri = dyn.Resource(mapping.Resource).Namespace(obj2.GetNamespace())
+			}
+			_, err = ri.Create(ctx, obj2, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Errorf("%s: %s %s: %v", f, gvk.Kind, obj2.GetName(), err)
+			}
+			n++
+		}
+	}
+	if n < 10 {
+		t.Fatalf("validated only %d objects", n)
+	}
+	t.Logf("%d objects valid", n)
+}
+
+// TestExecTransports: both exec transports work under the gateway's RBAC
+// (pods/exec create): WebSocket (v5, what Connect tries first) and SPDY (the
+// fallback for API servers or proxies without WebSocket exec).
+func TestExecTransports(t *testing.T) {
+	c := cluster(t)
+	ns := c.namespace(t)
+	ctx := context.Background()
+	be := c.backend(t, ns, nil)
+	m, err := vm.New(ctx, vm.Config{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Create(ctx, "transports", vm.Spec{}); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy(ctx, "transports")
+	if _, err := m.Start(ctx, "transports"); err != nil {
+		t.Fatal(err)
+	}
+	req := be.cs.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(objectName("transports")).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: ContainerName, Command: []string{"/usr/local/bin/sbx", "pod-agent", "stats"}, Stdout: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(be.rest, "GET", req.URL().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(be.rest, "POST", req.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ex := range map[string]remotecommand.Executor{"websocket": ws, "spdy": spdy} {
+		var out bytes.Buffer
+		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if !strings.Contains(out.String(), `"cpu_ns"`) {
+			t.Errorf("%s: stats printed %q", name, out.String())
+		}
 	}
 }
