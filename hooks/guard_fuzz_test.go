@@ -97,7 +97,7 @@ func guardOracle(t testing.TB, dir, cmd string, file *syntax.File) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}
-		return splitPath(filepath.Clean(p))
+		return splitPath(filepath.Clean(starStar(p))) // bash without globstar
 	}
 	runUnderInterp(t, dir, cmd, file, env, false,
 		func(args []string) {

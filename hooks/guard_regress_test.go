@@ -185,3 +185,11 @@ func TestRegressionGuardTildeZero(t *testing.T) {
 	guardDenies(t, `cat ~0/.git-credentials`, `cat ~+0/.git-credentials`, `cat ~+/.git-credentials`,
 		`cat ~1/.*`, `cat ~bob/.git-credentials`)
 }
+
+// Found by FuzzGuard: without globstar, ** is one directory level, and a
+// written /**/ read as the guard's own "unknown directory" prefix.
+func TestRegressionGuardStarStar(t *testing.T) {
+	guardAllows(t, `touch /**/00`)
+	guardDenies(t, `shopt -s globstar; touch /**/settings.json`, `touch /**/.claude/settings.json`, `rm -rf ~/.*/hooks`)
+	guardAllows(t, `rm -rf ~/**/hooks`) // ~/*/hooks: * skips ~/.claude
+}

@@ -406,8 +406,11 @@ func buildHandlers() map[string]handler {
 		}
 	}
 	h["shopt"] = func(s *gstate, _ string, args []string, _ stdin) {
-		if slices.Contains(args, "-s") && (slices.Contains(args, "dotglob") || slices.Contains(args, "globstar")) {
+		if slices.Contains(args, "-s") && slices.Contains(args, "dotglob") {
 			s.glob = true
+		}
+		if slices.Contains(args, "-s") && slices.Contains(args, "globstar") {
+			s.globstar = true
 		}
 	}
 	h["cd"] = (*gstate).cd

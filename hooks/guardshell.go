@@ -117,6 +117,7 @@ type gstate struct {
 	cdpath   bool
 	noSplit  bool     // literal(): IFS is empty
 	pushd    bool     // the command used pushd: ~N names its stack
+	globstar bool     // shopt -s globstar: ** spans directories
 	written  []string // files this command writes, as absolute paths
 	handlers map[string]handler
 	err      error
@@ -710,6 +711,11 @@ func (s *gstate) absPaths(p string) []string {
 		// judged as the home directory, the stricter reading.
 		p = s.g.homes()[0] + p[1:]
 	}
+	if !s.globstar {
+		// Without globstar, ** is *: one directory level. (Rules and an
+		// unknown directory use "**" for any depth.)
+		p = starStar(p)
+	}
 	if filepath.IsAbs(p) {
 		return []string{filepath.Clean(p)}
 	}
@@ -1040,4 +1046,18 @@ func (s *gstate) holdsSecrets(p string) bool {
 		}
 	}
 	return false
+}
+
+// starStar rewrites each "**" path segment as "*".
+func starStar(p string) string {
+	if !strings.Contains(p, "**") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, x := range segs {
+		if x == "**" {
+			segs[i] = "*"
+		}
+	}
+	return strings.Join(segs, "/")
 }
