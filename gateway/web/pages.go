@@ -13,6 +13,7 @@ import (
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/views"
 )
 
@@ -423,7 +424,7 @@ func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 	c, _ := callerFrom(r.Context())
-	if c.User.Role != "admin" {
+	if c.User.Role != keys.RoleAdmin {
 		s.htmlError(w, r, http.StatusForbidden, "admins only")
 		return
 	}
