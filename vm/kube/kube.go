@@ -330,6 +330,10 @@ func (b *Backend) Create(ctx context.Context, box vm.Box) error {
 	if _, err := b.image(box.Spec.Image); err != nil {
 		return err
 	}
+	if box.Spec.Egress != "" {
+		// Refused rather than started without the path it asked for.
+		return fmt.Errorf("kubernetes: box %q: egress is not supported on this backend yet", box.Name)
+	}
 	owner, _ := ctx.Value(ownerKey{}).(string)
 	rec, err := json.Marshal(box)
 	if err != nil {
