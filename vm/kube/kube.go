@@ -410,6 +410,9 @@ func (b *Backend) podSpec(box vm.Box, pvc *corev1.PersistentVolumeClaim) (*corev
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
+			// Under runc (no Kata) the box is a container on the node's
+			// kernel: at least keep the runtime's default syscall filter.
+			SecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name:            ContainerName,
 				Image:           img,
