@@ -385,6 +385,10 @@ func (b *Backend) record(ctx context.Context, name string) (vm.Box, *corev1.Pers
 	if err != nil {
 		return vm.Box{}, nil, fmt.Errorf("kubernetes: get claim of %q: %w", name, err)
 	}
+	if pvc.Annotations[AnnotName] != name {
+		// Another name mapped to this object (see objectName): not ours.
+		return vm.Box{}, nil, fmt.Errorf("kubernetes: claim %s belongs to box %q, not %q: %w", pvc.Name, pvc.Annotations[AnnotName], name, vm.ErrNotFound)
+	}
 	var box vm.Box
 	if err := json.Unmarshal([]byte(pvc.Annotations[AnnotRecord]), &box); err != nil {
 		return vm.Box{}, nil, fmt.Errorf("kubernetes: claim %s: bad record: %w", pvc.Name, err)
