@@ -278,6 +278,10 @@ func (s *gstate) awk(base string, args []string, _ stdin) {
 		if strings.Contains(a, "/inet") {
 			s.fact(&s.network, base+" /inet")
 		}
+		if strings.Contains(a, "@load") || strings.Contains(a, "@include") {
+			s.fail("%s program loads an extension or another program, which the guard cannot check", base)
+			return
+		}
 		if strings.Contains(a, "system") || strings.Contains(strings.ReplaceAll(a, "||", ""), "|") {
 			s.fail("%s program runs commands (system or |), which the guard cannot check", base)
 			return
@@ -507,7 +511,7 @@ var (
 		"execSync", "spawnSync", "exec(", "eval(", "system(", "popen", "`", "Kernel.exec", "IO.popen", "%x",
 		"Open3", "compile(", "__import__", "importlib", "getattr(", "__builtins__", "globals()", "b64decode",
 		"a85decode", "b32decode", "b16decode", "unhexlify", "fromhex", "codecs.decode", "atob(", "Buffer.from",
-		"unpack(", "pack(", "marshal", "pickle", "Function(", "vm.run", "require(`", "process.binding",
+		"unpack(", "pack(", "marshal", "pickle", "Function(", "vm.run", "require(`", "process.binding", "execute(",
 		"shell_exec", "passthru", "proc_open", "fromCharCode", "chr(", "\\x", "\\u00", "decode_base64", "MIME::Base64",
 		"Base64", "base64"}
 	planeMarkers = []string{".claude", ".agent-mcp.json", ".git-credentials", ".agent.log", ".agent.task",
@@ -613,4 +617,105 @@ func readsProgramFromStdin(args []string) bool {
 		}
 	}
 	return false
+}
+
+// optionCode lists, per program, the options whose value the program runs
+// as a shell command (GTFOBins' usual suspects); a value given after "="
+// or as the next argument.
+var optionCode = map[string][]string{
+	"tar":   {"--to-command", "--use-compress-program", "-I", "--info-script", "-F", "--new-volume-script", "--checkpoint-action", "--rsh-command"},
+	"zip":   {"-TT", "--unzip-command"},
+	"scp":   {"-S"},
+	"man":   {"-P", "--pager", "-H", "--html"},
+	"rg":    {"--pre"},
+	"gdb":   {"-ex", "--eval-command"},
+	"vim":   {"-c", "--cmd"},
+	"vi":    {"-c", "--cmd"},
+	"nvim":  {"-c", "--cmd"},
+	"ex":    {"-c", "--cmd"},
+	"view":  {"-c", "--cmd"},
+	"ssh":   {"-oProxyCommand", "-oLocalCommand"},
+	"mysql": {"--pager"},
+	"psql":  {"--pset"},
+}
+
+// codeOptions walks the commands hidden in such option values. Editors and
+// debuggers take their own command language, where !cmd and shell cmd run
+// a shell command.
+func (s *gstate) codeOptions(base string, args []string) {
+	opts, ok := optionCode[base]
+	if !ok {
+		return
+	}
+	for i, a := range args {
+		for _, o := range opts {
+			v, found := "", false
+			switch {
+			case a == o && i+1 < len(args):
+				v, found = args[i+1], true
+			case strings.HasPrefix(a, o+"="):
+				v, found = a[len(o)+1:], true
+			case strings.HasPrefix(o, "-") && !strings.HasPrefix(o, "--") && len(o) == 2 && strings.HasPrefix(a, o) && len(a) > 2:
+				v, found = a[2:], true
+			}
+			if !found {
+				continue
+			}
+			switch base {
+			case "vim", "vi", "nvim", "ex", "view", "gdb":
+				v = strings.TrimSpace(strings.TrimPrefix(v, ":"))
+				if c, ok := strings.CutPrefix(v, "!"); ok {
+					s.nestedCode(c, base+" "+o)
+				} else if c, ok := strings.CutPrefix(v, "shell "); ok {
+					s.nestedCode(c, base+" "+o)
+				} else if strings.Contains(v, "system(") || strings.HasPrefix(v, "py") || strings.HasPrefix(v, "lua") {
+					s.fail("%s %s runs code the guard cannot check", base, o)
+				}
+			case "tar":
+				if o == "--checkpoint-action" {
+					c, ok := strings.CutPrefix(v, "exec=")
+					if !ok {
+						continue
+					}
+					v = c
+				}
+				s.nestedCode(v, base+" "+o)
+			case "rg":
+				s.run([]string{v, taintMark}, stdinNone) // rg runs PROGRAM FILE
+			default:
+				s.nestedCode(v, base+" "+o)
+			}
+		}
+	}
+	for _, a := range args {
+		// vim +!cmd and +:!cmd run a shell command at startup.
+		if (base == "vim" || base == "vi" || base == "nvim" || base == "view") && strings.HasPrefix(a, "+") {
+			if c, ok := strings.CutPrefix(strings.TrimPrefix(a[1:], ":"), "!"); ok {
+				s.nestedCode(c, base+" +!")
+			}
+		}
+	}
+}
+
+// sedCode: sed's e command and s///e flag run shell commands, and w
+// writes a file named inside the script.
+func (s *gstate) sedCode(_ string, args []string, _ stdin) {
+	err := checkSed(argList(args))
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "runs a program"):
+		s.fail("sed script runs a shell command (e), which the guard cannot check")
+	case strings.Contains(msg, "writes a file"):
+		for _, a := range args {
+			for _, f := range strings.FieldsFunc(a, func(r rune) bool { return r == ' ' || r == ';' || r == '\n' || r == '}' }) {
+				if why := s.writeCheck(f, false); why != "" && strings.Contains(f, "/") {
+					s.fail("sed script writes %s, which is %s", f, why)
+					return
+				}
+			}
+		}
+	}
 }

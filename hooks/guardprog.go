@@ -88,6 +88,7 @@ func (s *gstate) run(args []string, in stdin) {
 	if s.handlers == nil {
 		s.handlers = buildHandlers()
 	}
+	s.codeOptions(base, rest)
 	if h, ok := s.handlers[base]; ok {
 		h(s, base, rest, in)
 		return
@@ -441,6 +442,7 @@ func buildHandlers() map[string]handler {
 		}
 	}
 	h["claude"] = (*gstate).claude
+	h["sed"] = (*gstate).sedCode
 	// npx @anthropic-ai/claude-code ..., node .../claude-code/cli.js ...
 	for _, n := range []string{"npx", "bunx", "pnpx", "node", "nodejs", "bun", "deno"} {
 		prev := h[n]
