@@ -1,6 +1,18 @@
 // Package web is the gateway's HTTP front: security headers, request ids,
 // JSON errors, body limits, API-key authentication with the shared throttle
-// and the per-user rate limit, metrics, and the first JSON API routes.
+// and the per-user rate limit, metrics, the JSON API, /mcp, and the browser
+// console (console.go): templ pages from views/, scs cookie sessions started
+// by one-time login links, htmx with SSE for the live fleet and box log.
+//
+// Console routes: GET /login, GET|POST /login/{token} (the only URL that
+// carries a token; GET shows a button, POST spends it), POST /logout, GET /
+// (fleet), GET /events (fleet SSE), GET|POST /delegate, GET /boxes/{box},
+// GET /boxes/{box}/stream (status and log SSE; id = log offset, so
+// Last-Event-ID resumes), /log.txt, /diff, /files, /artifact (download only,
+// sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy},
+// GET /settings with its POSTs, GET /audit (admins), POST /csp-report,
+// GET /static/. Every state-changing console route is a POST behind
+// http.CrossOriginProtection.
 package web
 
 import (
