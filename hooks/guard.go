@@ -296,7 +296,9 @@ func segCanMatch(c, r string, dotglob bool) bool {
 		return c == r
 	}
 	// bash's globs match a leading dot only literally (dotglob off).
-	if strings.HasPrefix(r, ".") && !strings.HasPrefix(c, ".") && !dotglob {
+	// Runs of stars (***) are judged as matching dot files too, as
+	// mvdan.cc/sh's globbing does: the stricter of the two readings.
+	if strings.HasPrefix(r, ".") && !strings.HasPrefix(c, ".") && !dotglob && !strings.Contains(c, "**") {
 		return false
 	}
 	// POSIX classes ([[:alpha:]]) are beyond path.Match: they could match.

@@ -215,3 +215,9 @@ func TestRegressionGuardCommandsInOptions(t *testing.T) {
 	)
 	guardAllows(t, `sed -i 's/a/b/' main.go`, `sed -n '1,10p' f`, `tar -czf out.tgz src`, `vim -c 'wq' notes.md`, `man ls`)
 }
+
+// Found by FuzzGuard: mvdan.cc/sh globs ~/*** over dot files (bash does
+// not); the guard takes the stricter reading.
+func TestRegressionGuardStarRunMatchesDotFiles(t *testing.T) {
+	guardDenies(t, `touch ~/***`, `cp evil ~/***`)
+}
