@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the small sbx guest kernel (uncompressed PVH vmlinux) from Debian's
-# linux-source-6.1 with vm/build/kernel.config merged onto tinyconfig.
+# linux-source-6.1 with vm/build/kernel-*.patch applied and
+# vm/build/kernel.config merged onto tinyconfig.
 #
 #   vm/build/kernel.sh build      build into the cache (if absent) and install
 #   vm/build/kernel.sh key        print the cache key (fragment + source version)
@@ -13,6 +14,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 fragment=$here/kernel.config
+# Patches applied to the source in name order (-p1); part of the cache key.
+patches=("$here"/kernel-*.patch)
 pkg=linux-source-6.1
 tarball=/usr/src/$pkg.tar.xz
 # Build tools for the kernel; apt-get installs the missing ones.
@@ -30,7 +33,7 @@ source_version() { dpkg-query -W -f='${db:Status-Status} ${Version}\n' $pkg 2>/d
 key() {
 	local v; v=$(source_version)
 	[ -n "$v" ] || return 1
-	{ cat "$fragment"; echo "source=$pkg $v"; } | sha256sum | cut -c1-16
+	{ cat "$fragment" "${patches[@]}"; echo "source=$pkg $v"; } | sha256sum | cut -c1-16
 }
 
 uptodate() {
@@ -82,6 +85,11 @@ build() {
 		log "unpacking $tarball into $work"
 		tar -xJf "$tarball" -C "$work" --strip-components=1
 		cd "$work"
+		local p
+		for p in "${patches[@]}"; do
+			log "applying $(basename "$p")"
+			patch -s -p1 --forward <"$p" || die "patch $p does not apply to $pkg"
+		done
 		make -s tinyconfig >/dev/null
 		scripts/kconfig/merge_config.sh -m -O . .config "$fragment" >/dev/null
 		make -s olddefconfig >/dev/null
