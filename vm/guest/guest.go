@@ -477,18 +477,7 @@ func loopbackUp() error {
 		return err
 	}
 	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("get lo flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("set lo up: %w", err)
-	}
-	return nil
+	return ifUp(fd, "lo")
 }
 
 // findPort returns the device node of the virtio-serial port named name,
