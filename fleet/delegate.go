@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"sbx.dev/sbx/audit"
@@ -46,6 +47,7 @@ type clonedRepo struct {
 
 func (f *Fleet) delegate(ctx context.Context, caller keys.Actor, req DelegateRequest) (Box, error) {
 	e := f.entry(caller, "box.delegate", "")
+	t0 := time.Now()
 	c, err := f.check(ctx, caller, req)
 	defer c.cleanup()
 	if err != nil {
@@ -53,10 +55,12 @@ func (f *Fleet) delegate(ctx context.Context, caller keys.Actor, req DelegateReq
 		f.audit.Finish(ctx, e, err, "denied")
 		return Box{}, f.safeErr(err)
 	}
+	checked := time.Since(t0)
 	rec, err := f.start(ctx, caller, c)
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
+	f.log.Info("delegated", "box", rec.Name, "check", checked.Round(time.Millisecond), "total", time.Since(t0).Round(time.Millisecond))
 	b, err := f.view(ctx, rec)
 	return b, f.safeErr(err)
 }
@@ -292,10 +296,12 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		_ = f.transition(context.WithoutCancel(ctx), &rec, Failed, caller, "box.fail", rec.Reason)
 		return rec, err
 	}
+	t0 := time.Now()
 	vmName, err := f.acquire(ctx, rec.Name)
 	if err != nil {
 		return fail(err)
 	}
+	booted := time.Since(t0)
 	rec.VM = vmName
 	rec.Started = f.now()
 	if mb, err := f.vm.Get(vmName); err == nil {
@@ -320,12 +326,17 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 			return fail(fmt.Errorf("repo %s: copy into the box: %w", r.Name, err))
 		}
 	}
+	copied := time.Since(t0)
 	if err := f.setup(ctx, vmName, c.task); err != nil {
 		return fail(fmt.Errorf("set up the agent: %w", err))
 	}
+	set := time.Since(t0)
 	if err := f.startTurn(ctx, &rec, c.task, caller, "box.start"); err != nil {
 		return fail(err)
 	}
+	f.log.Info("box started", "box", rec.Name, "machine", booted.Round(time.Millisecond),
+		"repos", (copied - booted).Round(time.Millisecond), "setup", (set - copied).Round(time.Millisecond),
+		"agent", (time.Since(t0) - set).Round(time.Millisecond))
 	return rec, nil
 }
 

@@ -138,6 +138,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	f.wg.Add(2)
 	go f.tickLoop()
 	go f.watchVM()
+	f.refill()
 	return f, nil
 }
 
