@@ -47,6 +47,11 @@ func BenchmarkDelegateToFirstOutput(b *testing.B) {
 			b.ReportMetric(float64(ds[len(ds)/2].Milliseconds()), "median-ms")
 			b.ReportMetric(float64(ds[len(ds)*9/10].Milliseconds()), "p90-ms")
 			b.ReportMetric(float64(ds[0].Milliseconds()), "min-ms")
+			for _, l := range strings.Split(e.logs.String(), "\n") {
+				if strings.Contains(l, "box started") || strings.Contains(l, "msg=delegated") {
+					b.Log(l)
+				}
+			}
 			b.Logf("%s: n=%d median %v p90 %v min %v max %v", c.name, len(ds), ds[len(ds)/2], ds[len(ds)*9/10], ds[0], ds[len(ds)-1])
 		})
 	}
