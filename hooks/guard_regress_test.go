@@ -221,3 +221,10 @@ func TestRegressionGuardCommandsInOptions(t *testing.T) {
 func TestRegressionGuardStarRunMatchesDotFiles(t *testing.T) {
 	guardDenies(t, `touch ~/***`, `cp evil ~/***`)
 }
+
+// Found by FuzzGuard: a path printed by $(echo ...) was unknown to the
+// guard; echo's output is known.
+func TestRegressionGuardEchoSubstitution(t *testing.T) {
+	guardDenies(t, `frob "$(echo /*$1*/.c*a*d*)"`, `cp evil "$(echo ~/.claude)/settings.json"`)
+	guardAllows(t, `git commit -m "$(echo fix: tokens)"`)
+}

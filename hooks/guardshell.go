@@ -856,11 +856,13 @@ func (s *gstate) cfg() *expand.Config {
 	return &expand.Config{
 		Env: environ{s},
 		CmdSubst: func(w io.Writer, cs *syntax.CmdSubst) error {
+			out := taintMark
 			if safeProducer(cs) {
-				_, err := io.WriteString(w, envMark)
-				return err
+				out = envMark
+			} else if v, ok := s.echoOutput(cs); ok {
+				out = v
 			}
-			_, err := io.WriteString(w, taintMark)
+			_, err := io.WriteString(w, out)
 			return err
 		},
 		ProcSubst: func(*syntax.ProcSubst) (string, error) { return "/dev/fd/63", nil },
@@ -1060,4 +1062,21 @@ func starStar(p string) string {
 		}
 	}
 	return strings.Join(segs, "/")
+}
+
+// echoOutput is what $(echo ARGS) prints, when the guard can know it: the
+// arguments joined, patterns and markers kept.
+func (s *gstate) echoOutput(cs *syntax.CmdSubst) (string, bool) {
+	if len(cs.Stmts) != 1 || len(cs.Stmts[0].Redirs) > 0 || cs.Stmts[0].Background {
+		return "", false
+	}
+	ce, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(ce.Assigns) > 0 || len(ce.Args) == 0 || ce.Args[0].Lit() != "echo" {
+		return "", false
+	}
+	args := s.fields(ce.Args[1:]...)
+	if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		return "", false // -e and -n change the output
+	}
+	return strings.Join(args, " "), true
 }
