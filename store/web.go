@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -173,10 +174,25 @@ func (ss *SessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool
 	return b, true, nil
 }
 
+// commitSlack: scs commits every request's session to push its idle
+// expiry; an unchanged session whose stored expiry is this close is not
+// written again (a write is an fsync under synchronous=FULL, one per page
+// load otherwise). The idle timeout is hours; a minute is noise.
+const commitSlack = time.Minute
+
 // CommitCtx saves session data until expiry.
 func (ss *SessionStore) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
-	_, err := ss.db.writer.ExecContext(ctx, `INSERT INTO scs_sessions (token, data, expiry) VALUES (?, ?, ?)
-		ON CONFLICT (token) DO UPDATE SET data = excluded.data, expiry = excluded.expiry`, scsKey(token), b, nanos(expiry))
+	key := scsKey(token)
+	var old []byte
+	var oldExpiry int64
+	err := ss.db.reader.QueryRowContext(ctx, "SELECT data, expiry FROM scs_sessions WHERE token = ?", key).Scan(&old, &oldExpiry)
+	if err == nil && bytes.Equal(old, b) {
+		if d := expiry.Sub(fromNanos(oldExpiry)); d >= 0 && d < commitSlack {
+			return nil
+		}
+	}
+	_, err = ss.db.writer.ExecContext(ctx, `INSERT INTO scs_sessions (token, data, expiry) VALUES (?, ?, ?)
+		ON CONFLICT (token) DO UPDATE SET data = excluded.data, expiry = excluded.expiry`, key, b, nanos(expiry))
 	if err != nil {
 		return fmt.Errorf("commit session: %w", err)
 	}

@@ -30,6 +30,34 @@ func TestSessionStore(t *testing.T) {
 	if err := st.reader.QueryRowContext(ctx, "SELECT COUNT(*) FROM scs_sessions WHERE token = 'tok'").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("raw token stored: %d %v", n, err)
 	}
+	// An unchanged session pushed by less than commitSlack is not rewritten;
+	// new data or a longer push is.
+	expiryOf := func(tok string) int64 {
+		var e int64
+		if err := st.reader.QueryRowContext(ctx, "SELECT expiry FROM scs_sessions WHERE token = ?", scsKey(tok)).Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	first := expiryOf("tok")
+	if err := ss.Commit("tok", []byte("two"), now.Add(time.Hour+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if expiryOf("tok") != first {
+		t.Error("an unchanged session was rewritten for a 1 s push")
+	}
+	if err := ss.Commit("tok", []byte("two"), now.Add(time.Hour+commitSlack)); err != nil {
+		t.Fatal(err)
+	}
+	if expiryOf("tok") == first {
+		t.Error("a push of commitSlack was not written")
+	}
+	if err := ss.Commit("tok", []byte("three"), now.Add(time.Hour+commitSlack)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, _ := ss.Find("tok"); string(b) != "three" {
+		t.Errorf("changed data not written: %q", b)
+	}
 	if err := ss.Commit("old", []byte("x"), now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
