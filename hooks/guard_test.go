@@ -242,7 +242,7 @@ func TestGuardDeniesWithReasons(t *testing.T) {
 		`echo x > ~/.claude/settings.json`:         "Claude Code",
 		`rm -rf /usr`:                              "system directory",
 		`echo aGk= | base64 -d | sh`:               "pipe",
-		`$(echo curl) x`:                           "computed at run time",
+		`$(cat name.txt) x`:                        "computed at run time",
 		`claude mcp add x y`:                       "runtime configuration",
 		`echo $(`:                                  "cannot parse",
 		`cat ~/.git-credentials`:                   "git credentials",
