@@ -330,6 +330,21 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("after revoke at %s, want /login", loc)
 	}
 	br.clean("login")
+
+	// An admin sees every box and the audit log, which names this session's
+	// login and its revocation.
+	br.do("admin login", chromedp.Navigate(c.link("admin")), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#fleet-rows")))
+	br.waitFor("alice's box for the admin", `document.querySelector('#box-b1')`)
+	br.clean("admin fleet")
+	br.do("audit", chromedp.Navigate(c.URL+"/audit?user=alice"), chromedp.WaitVisible(chromedp.CSS("table.audit")))
+	br.eval(`document.querySelector('table.audit').innerText`, &text)
+	for _, want := range []string{"login", "apikey.create"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("audit page lacks %q:\n%s", want, text)
+		}
+	}
+	br.clean("audit")
 	if n := strings.Count(c.logs.String(), "csp violation"); n > 0 {
 		t.Errorf("the gateway got %d CSP reports:\n%s", n, c.logs.String())
 	}
