@@ -14,6 +14,7 @@ import (
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -362,4 +363,57 @@ func waitFile(t *testing.T, p string) string {
 	entries, _ := os.ReadDir(filepath.Dir(p))
 	t.Fatalf("no download at %s (dir has %v)", p, entries)
 	return ""
+}
+
+// TestBrowserWithoutJavaScript: with scripts off, plain links and forms do
+// the job: log in, read the fleet, answer a question, read the diff and
+// the log, download an artifact.
+func TestBrowserWithoutJavaScript(t *testing.T) {
+	c := newConsole(t, Options{})
+	c.core.add("b1", "alice", "the task", "acme/widget", time.Now())
+	c.core.write("b1", "some output\n")
+	c.core.setFile("b1", "report.txt", []byte("the report\n"))
+	c.core.setDiff("b1", "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n")
+	c.core.ask("b1", "Which fruit?")
+	br := chromium(t)
+	if _, err := chromedp.Call(br.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	text := func(sel string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(br.ctx, 30*time.Second)
+		defer cancel()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	br.do("log in", chromedp.Navigate(c.link("alice")), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#box-b1")))
+	if got := text("#box-b1 .task"); got != "the task" {
+		t.Errorf("fleet row task %q", got)
+	}
+	br.do("box", chromedp.Navigate(c.URL+"/boxes/b1"), chromedp.WaitVisible(chromedp.CSS("#question")),
+		chromedp.SendKeys(chromedp.CSS("#answer-text"), "pear"), chromedp.Click(chromedp.CSS("#answer-send")),
+		chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if got := text(".flash"); !strings.Contains(got, "Answer sent") {
+		t.Errorf("flash %q", got)
+	}
+	if got := c.core.answered(); !slices.Equal(got, []string{"pear"}) {
+		t.Errorf("answers %q", got)
+	}
+	br.do("diff", chromedp.Click(chromedp.CSS(`#diff noscript a, #diff a[href$="/diff"]`)), chromedp.WaitVisible(chromedp.CSS("table.changed")))
+	if got := text(".patch"); !strings.Contains(got, "+new") {
+		t.Errorf("diff page %q", got)
+	}
+	br.do("files", chromedp.Navigate(c.URL+"/boxes/b1/files"), chromedp.WaitVisible(chromedp.CSS(`a[href$="report.txt"]`)),
+		chromedp.Click(chromedp.CSS(`a[href$="report.txt"]`)))
+	if got := waitFile(t, filepath.Join(br.download, "report.txt")); got != "the report\n" {
+		t.Errorf("download %q", got)
+	}
+	br.do("log", chromedp.Navigate(c.URL+"/boxes/b1/log.txt"), chromedp.WaitVisible(chromedp.CSS("body")))
+	if got := text("body"); !strings.Contains(got, "some output") {
+		t.Errorf("log text %q", got)
+	}
 }
