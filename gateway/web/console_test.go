@@ -561,3 +561,42 @@ func TestCloseStreamsEndsEventStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestBoxStreamSaysWhenTheBoxIsGone: a box destroyed elsewhere replaces the
+// status panel and ends the stream.
+func TestBoxStreamSaysWhenTheBoxIsGone(t *testing.T) {
+	c := newConsole(t, Options{})
+	c.core.add("b1", "alice", "task", "", time.Now())
+	b := c.login("alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.URL+"/boxes/b1/stream", nil)
+	resp, err := b.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// The first log event proves the stream subscribed to the box's events
+	// (it does so before it writes anything).
+	c.core.write("b1", "first\n")
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "data: first\n" {
+			break
+		}
+	}
+	if err := c.core.Destroy(ctx, keys.Actor{User: "alice"}, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatalf("stream did not end cleanly: %v", err)
+	}
+	if !strings.Contains(string(body), `id="gone"`) || !strings.Contains(string(body), "event: status") {
+		t.Fatalf("stream: %q", body)
+	}
+}

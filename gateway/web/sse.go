@@ -200,7 +200,7 @@ func (s *Server) boxStream(w http.ResponseWriter, r *http.Request) {
 				Logger(ctx).WarnContext(ctx, "box log stream", "box", name, "err", err)
 			}
 			// The box is gone or the log ended: say so, then close.
-			_ = out.send("status", "", `<section class="status"><p class="muted">The log ended.</p></section>`)
+			s.sendGone(ctx, out, "The log ended.")
 			return
 		case e, ok := <-events:
 			if !ok {
@@ -210,7 +210,14 @@ func (s *Server) boxStream(w http.ResponseWriter, r *http.Request) {
 			if e.Box != name || e.Kind == fleet.EventOutput {
 				continue
 			}
-			if sendStatus() != nil {
+			if e.Kind == fleet.EventRemoved {
+				s.sendGone(ctx, out, "This box was destroyed.")
+				return
+			}
+			if err := sendStatus(); err != nil {
+				if errors.Is(err, fleet.ErrNotFound) {
+					s.sendGone(ctx, out, "This box was destroyed.")
+				}
 				return
 			}
 		case <-beat.C:
@@ -236,4 +243,11 @@ func resumeFrom(r *http.Request) (int64, error) {
 		return 0, errors.New("log offset: want a non-negative integer")
 	}
 	return n, nil
+}
+
+// sendGone replaces the box page's status panel for good.
+func (s *Server) sendGone(ctx context.Context, out *sse, msg string) {
+	if body, err := renderString(ctx, views.BoxGone(msg)); err == nil {
+		_ = out.send("status", "", body)
+	}
 }
