@@ -151,11 +151,12 @@ func TestParseSCP(t *testing.T) {
 // TestStreamReaderAt: reads arriving out of order, as an SFTP client's
 // parallel requests do, get the stream's bytes.
 func TestStreamReaderAt(t *testing.T) {
-	data := make([]byte, 3<<20)
+	data := make([]byte, 13<<20)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
 	r := newStreamReaderAt(io.NopCloser(bytes.NewReader(data)))
+	r.window = 3 << 20 // compaction happens several times
 	const chunk = 32 << 10
 	offs := make([]int64, 0, len(data)/chunk+1)
 	for off := int64(0); off < int64(len(data)); off += chunk {
