@@ -296,9 +296,10 @@ func segCanMatch(c, r string, dotglob bool) bool {
 		return c == r
 	}
 	// bash's globs match a leading dot only literally (dotglob off).
-	// Runs of stars (***) are judged as matching dot files too, as
-	// mvdan.cc/sh's globbing does: the stricter of the two readings.
-	if strings.HasPrefix(r, ".") && !strings.HasPrefix(c, ".") && !dotglob && !strings.Contains(c, "**") {
+	// mvdan.cc/sh's globbing lets a leading ? or a run of stars match it
+	// too; the guard takes the stricter reading and relies on the rule
+	// only for a pattern that starts with a literal or a single *.
+	if strings.HasPrefix(r, ".") && !strings.HasPrefix(c, ".") && !dotglob && skipsDotFiles(c) {
 		return false
 	}
 	// POSIX classes ([[:alpha:]]) are beyond path.Match: they could match.
@@ -399,4 +400,18 @@ func resolveLinks(p string) (string, error) {
 		rest = append(splitPath(target), rest...)
 	}
 	return cur, nil
+}
+
+// skipsDotFiles: the pattern starts with a literal character or with a
+// single * (as in *.go), so no reading of it matches a dot file.
+func skipsDotFiles(c string) bool {
+	switch {
+	case c == "":
+		return true
+	case c[0] == '*':
+		return !strings.HasPrefix(c, "**")
+	case c[0] == '?' || c[0] == '[' || c[0] == '\\':
+		return false
+	}
+	return true
 }

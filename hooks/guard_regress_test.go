@@ -219,7 +219,8 @@ func TestRegressionGuardCommandsInOptions(t *testing.T) {
 // Found by FuzzGuard: mvdan.cc/sh globs ~/*** over dot files (bash does
 // not); the guard takes the stricter reading.
 func TestRegressionGuardStarRunMatchesDotFiles(t *testing.T) {
-	guardDenies(t, `touch ~/***`, `cp evil ~/***`)
+	guardDenies(t, `touch ~/***`, `cp evil ~/***`, `touch ~/?claude`, `frob /*$1*/?c*a*d*`)
+	guardAllows(t, `rm -f build/*.o`, `touch ~/notes*`)
 }
 
 // Found by FuzzGuard: a path printed by $(echo ...) was unknown to the
