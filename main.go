@@ -15,6 +15,7 @@ import (
 	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/guest"
+	"sbx.dev/sbx/vm/kube/podagent"
 )
 
 func main() {
@@ -45,6 +46,7 @@ func newRoot() *cobra.Command {
 		hooks.NewCommand(),
 		boxcmd.NewCommand(),
 		vm.NewForwardCommand(),
+		podagent.NewCommand(),
 	)
 	return root
 }

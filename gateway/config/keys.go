@@ -27,6 +27,8 @@ var otherEnv = []string{
 	"SBX_HOOK_LOG",  // hooks (guest side): decision log file
 	"SBX_WORKSPACE", // hooks (guest side): the workspace root
 	"SBX_SEAL_KEY",  // fleet/seal: the key that seals secrets at rest (base64)
+	// The test cluster (hack/cluster) and tests that use a prebuilt binary.
+	"SBX_CLUSTER_DIR", "SBX_KUBECONFIG", "SBX_POSTGRES_DSN", "SBX_TEST_BINARY",
 }
 
 func isOtherEnv(name string) bool { return slices.Contains(otherEnv, name) }
