@@ -297,7 +297,7 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		return rec, err
 	}
 	t0 := time.Now()
-	vmName, err := f.acquire(ctx, rec.Name)
+	vmName, prepared, err := f.acquire(ctx, rec.Name)
 	if err != nil {
 		return fail(err)
 	}
@@ -327,7 +327,7 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		}
 	}
 	copied := time.Since(t0)
-	if err := f.setup(ctx, vmName, c.task); err != nil {
+	if err := f.setup(ctx, vmName, c.task, prepared); err != nil {
 		return fail(fmt.Errorf("set up the agent: %w", err))
 	}
 	set := time.Since(t0)
@@ -412,8 +412,20 @@ if command -v git >/dev/null 2>&1; then
 fi
 `
 
-// setup installs hooks and settings in the guest and writes the task file.
-func (f *Fleet) setup(ctx context.Context, vmName, task string) error {
+// setup installs hooks and settings in the guest (unless a warm-pool
+// machine already has them) and writes the task file.
+func (f *Fleet) setup(ctx context.Context, vmName, task string, prepared bool) error {
+	if !prepared {
+		if err := f.prepare(ctx, vmName); err != nil {
+			return err
+		}
+	}
+	return f.vm.WriteFile(ctx, vmName, ".agent.task", 0o644, strings.NewReader(task+"\n"))
+}
+
+// prepare installs what every box needs whatever its task: the agent's
+// hook settings, the side lane's, git's identity.
+func (f *Fleet) prepare(ctx context.Context, vmName string) error {
 	out, err := f.run(ctx, vmName, agent.ExecRequest{
 		Argv: []string{"/bin/sh", "-c", setupScript},
 		Env: []string{
@@ -424,7 +436,7 @@ func (f *Fleet) setup(ctx context.Context, vmName, task string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, out)
 	}
-	return f.vm.WriteFile(ctx, vmName, ".agent.task", 0o644, strings.NewReader(task+"\n"))
+	return nil
 }
 
 // run executes a command in a machine and returns its combined output; a
@@ -458,26 +470,27 @@ func sig(s string) string {
 	return " (" + s + ")"
 }
 
-// acquire claims a warm box or boots a new one, returning its vm name.
-func (f *Fleet) acquire(ctx context.Context, name string) (string, error) {
+// acquire claims a warm box (already prepared) or boots a new one,
+// returning its vm name.
+func (f *Fleet) acquire(ctx context.Context, name string) (string, bool, error) {
 	if vmName, ok := f.claim(); ok {
 		f.log.Info("claimed a warm box", "box", name, "vm", vmName)
 		f.refill()
-		return vmName, nil
+		return vmName, true, nil
 	}
 	spec, err := f.spec(ctx, name)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if _, err := f.vm.Create(ctx, name, spec); err != nil {
-		return "", vmErr(err)
+		return "", false, vmErr(err)
 	}
 	if _, err := f.vm.Start(ctx, name); err != nil {
 		_ = f.vm.Destroy(context.WithoutCancel(ctx), name)
-		return "", vmErr(err)
+		return "", false, vmErr(err)
 	}
 	f.refill()
-	return name, nil
+	return name, false, nil
 }
 
 // spec is what a new machine is created with, its network path attached.

@@ -82,7 +82,9 @@ func (f *Fleet) refill() {
 			_, err = f.vm.Create(ctx, name, spec)
 		}
 		if err == nil {
-			_, err = f.vm.Start(ctx, name)
+			if _, err = f.vm.Start(ctx, name); err == nil {
+				err = f.prepare(ctx, name)
+			}
 			if err != nil {
 				_ = f.vm.Destroy(context.WithoutCancel(ctx), name)
 			}
