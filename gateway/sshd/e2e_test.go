@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -38,9 +39,11 @@ func TestBoxCommands(t *testing.T) {
 	if !strings.Contains(out, "hello from the box") {
 		t.Fatalf("logs:\n%s", out)
 	}
-	// --from resumes at a byte offset.
-	if from := g.must("alice", "logs", "--from", "3", name); from != out[3:] {
-		t.Fatalf("logs --from 3: %q, want %q", from, out[3:])
+	// --from resumes at a byte offset (a line's start; inside a line the
+	// core starts at that line).
+	second := strings.Index(out, "\n") + 1
+	if from := g.must("alice", "logs", "--from", fmt.Sprint(second), name); from != out[second:] {
+		t.Fatalf("logs --from %d: %q, want %q", second, from, out[second:])
 	}
 	// answer without a question: a one-line conflict, exit 1.
 	r := g.run("alice", "", "answer", name, "yes")

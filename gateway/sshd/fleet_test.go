@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,62 +34,10 @@ import (
 	"sbx.dev/sbx/vm/qemu"
 )
 
-// TODO(fleet): this wiring repeats fleet/env_test.go's (and the MCP
-// front's); a shared fleet/fleettest would replace the three.
-
-var sbxBinary struct {
-	once sync.Once
-	path string
-	out  []byte
-	err  error
-}
-
-// guestBinary builds the real static sbx binary once: the guest's init,
-// agent, hooks and script agent. SBX_TEST_BINARY names a prebuilt one.
-func guestBinary(t testing.TB) string {
-	t.Helper()
-	sbxBinary.once.Do(func() {
-		if p := os.Getenv("SBX_TEST_BINARY"); p != "" {
-			sbxBinary.path = p
-			return
-		}
-		dir, err := os.MkdirTemp("", "sbx-sshd-bin-")
-		if err != nil {
-			sbxBinary.err = err
-			return
-		}
-		sbxBinary.path = filepath.Join(dir, "sbx")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", sbxBinary.path, "sbx.dev/sbx")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		sbxBinary.out, sbxBinary.err = cmd.CombinedOutput()
-	})
-	if sbxBinary.err != nil {
-		t.Fatalf("build sbx: %v\n%s", sbxBinary.err, sbxBinary.out)
-	}
-	return sbxBinary.path
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sbxBinary.path != "" && os.Getenv("SBX_TEST_BINARY") == "" {
-		os.RemoveAll(filepath.Dir(sbxBinary.path))
-	}
+	testutil.RemoveSBXBinary()
 	os.Exit(code)
-}
-
-// repoData is the checkout's data dir holding the kernel and agent image.
-func repoData(t testing.TB) string {
-	for _, d := range []string{os.Getenv("SBX_DATA"), "../../.sbx"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "images", "agent.ext4")); err == nil {
-			abs, _ := filepath.Abs(d)
-			return abs
-		}
-	}
-	t.Skip("the agent image is missing: run `go tool task image` (go tool task test does)")
-	return ""
 }
 
 // gateway is the SSH front over the real core: SQLite, QEMU boxes from the
@@ -124,16 +71,7 @@ func newGatewayWith(t testing.TB, adjust func(*Options)) *gateway {
 		}
 	}
 	ctx := context.Background()
-	data := t.TempDir()
-	src := repoData(t)
-	for _, d := range []string{"images", "kernel"} {
-		if err := os.Symlink(filepath.Join(src, d), filepath.Join(data, d)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(src, "accel.json")); err == nil {
-		_ = os.WriteFile(filepath.Join(data, "accel.json"), b, 0o600)
-	}
+	data := testutil.DataDirWithImages(t, "../..")
 	g := &gateway{t: t, keys: map[string]string{}, actors: map[string]keys.Actor{}, logs: &testutil.SyncBuffer{}, dir: t.TempDir()}
 	logger := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	st, err := store.Open(ctx, filepath.Join(data, store.FileName))
@@ -172,7 +110,7 @@ func newGatewayWith(t testing.TB, adjust func(*Options)) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: guestBinary(t), Logger: logger})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.SBXBinary(t), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
