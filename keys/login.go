@@ -93,6 +93,15 @@ func (s *Service) CreateLoginLink(ctx context.Context, actor Actor, user string)
 	return token, expires, nil
 }
 
+// LoginPath is where the web console takes a login link's token.
+const LoginPath = "/login/"
+
+// LoginURL is the link `ssh … login` prints: base is the console's public
+// URL (e.g. https://sbx.example.com), token from CreateLoginLink.
+func LoginURL(base, token string) string {
+	return strings.TrimSuffix(base, "/") + LoginPath + token
+}
+
 // ValidLoginToken checks a login token's shape without touching the store.
 func ValidLoginToken(token string) bool {
 	rest, ok := strings.CutPrefix(token, LoginPrefix)

@@ -26,6 +26,9 @@ func TestLoginLinks(t *testing.T) {
 	if !keys.ValidLoginToken(token) || !strings.HasPrefix(token, keys.LoginPrefix) || !exp.Equal(e.clock.now().Add(keys.LoginTTL)) {
 		t.Fatalf("link %q expires %v", token, exp)
 	}
+	if got := keys.LoginURL("https://sbx.example.com/", token); got != "https://sbx.example.com/login/"+token {
+		t.Errorf("LoginURL: %s", got)
+	}
 	u, s, err := e.svc.Login(ctx, token, "192.0.2.9", "Chromium\x00\n<b>")
 	if err != nil || u.Name != "alice" || s.User != "alice" || s.Addr != "192.0.2.9" || strings.ContainsAny(s.Agent, "\x00\n") {
 		t.Fatalf("login: %+v %+v %v", u, s, err)

@@ -265,7 +265,7 @@ func (s *Server) loginLink(w http.ResponseWriter, r *http.Request) {
 		s.htmlError(w, r, http.StatusNotFound, keys.ErrBadLogin.Error())
 		return
 	}
-	s.render(w, r, http.StatusOK, views.LoginConfirm(views.Page{Title: "Log in"}, "/login/"+token))
+	s.render(w, r, http.StatusOK, views.LoginConfirm(views.Page{Title: "Log in"}, keys.LoginPath+token))
 }
 
 // login spends the link and starts the session under a fresh cookie token
