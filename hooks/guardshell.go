@@ -14,9 +14,8 @@ import (
 )
 
 // Markers stand for values the guard cannot know before the command runs.
-// They never occur in a parsed command (NUL-free, and the parser keeps
-// control characters only inside quotes, which is fine: a command that
-// spells one is judged as if it were unknown).
+// A command holding either byte is denied; one that makes them at run time
+// ($'\x02') only makes its words look less known, which denies more.
 const (
 	// envMark is a variable from the environment the command did not set:
 	// the image and the (guarded) profile chose it, not the command.
