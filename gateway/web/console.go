@@ -76,7 +76,7 @@ func (s *Server) open(h http.HandlerFunc) http.Handler {
 	if s.sm == nil {
 		return http.HandlerFunc(s.consoleOff)
 	}
-	return s.cop.Handler(s.sm.LoadAndSave(h))
+	return s.cop.Handler(secureOverTLS(s.sm.LoadAndSave(h)))
 }
 
 // page wraps a console route that needs a logged-in user.
@@ -84,8 +84,54 @@ func (s *Server) page(h http.HandlerFunc) http.Handler {
 	if s.sm == nil {
 		return http.HandlerFunc(s.consoleOff)
 	}
-	return s.cop.Handler(s.sm.LoadAndSave(s.loggedIn(h)))
+	return s.cop.Handler(secureOverTLS(s.sm.LoadAndSave(s.loggedIn(h))))
 }
+
+// secureOverTLS marks the session cookie Secure on a request that came over
+// TLS, whatever SecureCookies says (that option is for a TLS proxy in
+// front, which the gateway cannot see).
+func secureOverTLS(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(&secureCookieWriter{ResponseWriter: w}, r)
+	})
+}
+
+// secureCookieWriter adds Secure to the session cookie as headers go out
+// (scs sets the cookie in the header map just before).
+type secureCookieWriter struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (w *secureCookieWriter) fix() {
+	if w.done {
+		return
+	}
+	w.done = true
+	h := w.Header()
+	for i, c := range h["Set-Cookie"] {
+		if strings.HasPrefix(c, SessionCookie+"=") && !strings.Contains(c, "; Secure") {
+			h["Set-Cookie"][i] = c + "; Secure"
+		}
+	}
+}
+
+func (w *secureCookieWriter) WriteHeader(code int) {
+	w.fix()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *secureCookieWriter) Write(p []byte) (int, error) {
+	w.fix()
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush (SSE).
+func (w *secureCookieWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) consoleOff(w http.ResponseWriter, r *http.Request) {
 	writeError(w, r, http.StatusServiceUnavailable, "web console disabled: the gateway has no session store")

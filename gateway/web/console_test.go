@@ -217,12 +217,32 @@ func TestLoginLink(t *testing.T) {
 	}
 }
 
-// TestSecureCookieUnderTLS: with SecureCookies the cookie is Secure.
+// TestSecureCookieUnderTLS: the cookie is Secure with SecureCookies (a TLS
+// proxy in front), and on any request that came over TLS.
 func TestSecureCookieUnderTLS(t *testing.T) {
 	c := newConsole(t, Options{SecureCookies: true})
 	resp, _ := send(t, browser(t), "POST", c.link("alice"), url.Values{})
 	if ck := sessionCookie(resp); ck == nil || !ck.Secure || !ck.HttpOnly {
 		t.Fatalf("cookie %+v, want Secure and HttpOnly", ck)
+	}
+
+	tc := newConsole(t, Options{})
+	ts := httptest.NewUnstartedServer(tc.srv)
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	cl := browser(t)
+	cl.Transport = ts.Client().Transport
+	token := strings.TrimPrefix(tc.link("alice"), tc.URL)
+	resp, _ = send(t, cl, "POST", ts.URL+token, url.Values{})
+	ck := sessionCookie(resp)
+	if resp.StatusCode != 303 || ck == nil || !ck.Secure || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode {
+		t.Fatalf("over TLS: %d cookie %+v, want Secure", resp.StatusCode, ck)
+	}
+	if got := resp.Header.Get("Strict-Transport-Security"); got != HSTS {
+		t.Errorf("HSTS over TLS: %q", got)
+	}
+	if resp, body := send(t, cl, "GET", ts.URL+"/", nil); resp.StatusCode != 200 || !strings.Contains(body, "alice") {
+		t.Fatalf("fleet over TLS: %d", resp.StatusCode)
 	}
 }
 
