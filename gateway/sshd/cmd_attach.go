@@ -54,7 +54,7 @@ func (c *call) execCmd() *cobra.Command {
 		Use:     "exec BOX -- CMD…",
 		Short:   "Run CMD in the box with stdin, stdout and stderr piped (for scripts)",
 		GroupID: groupBoxes,
-		Args:    cobra.MinimumNArgs(2),
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv, err := commandAfterBox(cmd, args)
 			if err != nil {

@@ -20,13 +20,24 @@ const (
 	groupAdmin = "admin"
 )
 
-// errNoFleet answers box commands on a gateway built without the core.
-var errNoFleet = fmt.Errorf("boxes are not available on this gateway (no fleet configured): %w", fleet.ErrUnavailable)
+// noFleet answers box commands on a gateway running without the core.
+func (s *Server) noFleet() error {
+	if s.NoFleet != "" {
+		return unavailable(s.NoFleet)
+	}
+	return unavailable("boxes are not available on this gateway (no fleet configured)")
+}
+
+// unavailable is fleet.ErrUnavailable worded as the reason alone.
+type unavailable string
+
+func (u unavailable) Error() string { return string(u) }
+func (u unavailable) Unwrap() error { return fleet.ErrUnavailable }
 
 // fleet is the core, or an error when the gateway runs without one.
 func (c *call) fleet() (*fleet.Fleet, error) {
 	if c.srv.Fleet == nil {
-		return nil, errNoFleet
+		return nil, c.srv.noFleet()
 	}
 	return c.srv.Fleet, nil
 }

@@ -13,8 +13,8 @@ func (c *call) tui() int {
 	if !isPty || c.srv.Fleet == nil {
 		fmt.Fprintf(c.sess, "sbx: signed in as %s (%s). Run `ssh -t …` for the fleet TUI, or `%s help` for the commands.\n",
 			c.user.Name, c.user.Role, c.usagePrefix())
-		if c.srv.Fleet == nil {
-			fmt.Fprintln(c.sess.Stderr(), "error: "+errNoFleet.Error())
+		if isPty { // asked for the TUI, which needs boxes
+			fmt.Fprintln(c.sess.Stderr(), "error: "+c.srv.noFleet().Error())
 			return 1
 		}
 		return 0

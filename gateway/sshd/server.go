@@ -55,7 +55,10 @@ type Options struct {
 	Audit    AuditLog
 	// Fleet is the core: boxes, runs, files. Nil disables the box commands,
 	// attach/exec, sftp/scp and the TUI (they say so).
-	Fleet    *fleet.Fleet
+	Fleet *fleet.Fleet
+	// NoFleet says why boxes are unavailable when Fleet is nil (the core's
+	// reason, e.g. no KVM and no QEMU); empty gives a generic line.
+	NoFleet  string
 	Throttle *throttle.Auth
 	Metrics  *metrics.Metrics
 	Logger   *slog.Logger

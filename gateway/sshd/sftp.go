@@ -42,7 +42,7 @@ func (s *Server) sftpSubsystem(sess ssh.Session) {
 	s.Metrics.SessionStarted()
 	defer s.Metrics.SessionEnded()
 	if s.Fleet == nil {
-		refuse(sess, errNoFleet.Error())
+		refuse(sess, s.noFleet().Error())
 		return
 	}
 	ch := s.channelOf(sess)
