@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,4 +149,86 @@ func TestTUI(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestTUIFifty: fifty TUI sessions at once, each a subscriber of the core's
+// one event fan-out; a new box reaches every screen.
+func TestTUIFifty(t *testing.T) {
+	const n = 50
+	g := newGatewayWith(t, func(o *Options) { o.MaxSessionsPerUser = n + 2 })
+	c := g.dialX(t, "alice")
+	screens := make([]*syncBuf, n)
+	for i := range screens {
+		sess, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		if err := sess.RequestPty("xterm-256color", 24, 80, nil); err != nil {
+			t.Fatal(err)
+		}
+		screens[i] = &syncBuf{}
+		sess.Stdout = screens[i]
+		if _, err := sess.StdinPipe(); err != nil { // held open: the TUI waits for keys
+			t.Fatal(err)
+		}
+		if err := sess.Shell(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAll := func(what string, limit time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for {
+			missing := 0
+			for _, s := range screens {
+				if !strings.Contains(s.String(), what) {
+					missing++
+				}
+			}
+			if missing == 0 {
+				return time.Since(start)
+			}
+			if time.Since(start) > limit {
+				t.Fatalf("%d of %d screens never showed %q", missing, n, what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitAll("no boxes yet", time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := g.fleet.Events(ctx, g.actors["alice"])
+	go func() {
+		_, _ = g.fleet.Delegate(ctx, g.actors["alice"], fleet.DelegateRequest{Task: "!say fifty", Agent: "script"})
+	}()
+	var name string
+	for ev := range events {
+		if ev.Kind == fleet.EventState {
+			name = ev.Box
+			break
+		}
+	}
+	d := waitAll(name, 30*time.Second)
+	t.Logf("all %d screens showed the new box %v after its event", n, d)
+	if d > 5*time.Second {
+		t.Errorf("the last of %d screens took %v to show a new box", n, d)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
