@@ -108,7 +108,6 @@ type (
 	eventMsg   struct{ ev fleet.Event }
 	eventsDone struct{}
 	statsMsg   map[string]vm.Stats
-	statsTick  struct{}
 	logMsg     struct {
 		gen  int
 		text string
