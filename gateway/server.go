@@ -183,22 +183,24 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		Version:        Version(),
 	})
 	handler := web.New(web.Options{
-		Fleet:          s.core.fleet,
-		Audit:          s.audit,
-		MCP:            mcpHandler,
-		Sessions:       st.SessionStore(opts.Now),
-		SecureCookies:  cfg.HTTP.TLSCert != "",
-		LoginHint:      "ssh -p " + portOf(cfg.SSH.Listen) + " " + hostOf(cfg.SSH.Listen) + " login",
-		Now:            opts.Now,
-		Identity:       s.keys,
-		Throttle:       authThrottle,
-		Rate:           rate,
-		Metrics:        m,
-		Logger:         opts.Logger.With("front", "http"),
-		TrustedProxies: trusted,
-		BodyLimit:      cfg.HTTP.BodyLimit,
-		MetricsAuth:    cfg.HTTP.MetricsAuth,
-		TestHooks:      opts.TestHooks,
+		Fleet:           s.core.fleet,
+		Audit:           s.audit,
+		MCP:             mcpHandler,
+		Sessions:        st.SessionStore(opts.Now),
+		SecureCookies:   cfg.HTTP.TLSCert != "" || cfg.Web.SecureCookies,
+		SessionIdle:     cfg.Web.SessionIdle.D(),
+		SessionLifetime: cfg.Web.SessionLifetime.D(),
+		LoginHint:       "ssh -p " + portOf(cfg.SSH.Listen) + " " + hostOf(cfg.SSH.Listen) + " login",
+		Now:             opts.Now,
+		Identity:        s.keys,
+		Throttle:        authThrottle,
+		Rate:            rate,
+		Metrics:         m,
+		Logger:          opts.Logger.With("front", "http"),
+		TrustedProxies:  trusted,
+		BodyLimit:       cfg.HTTP.BodyLimit,
+		MetricsAuth:     cfg.HTTP.MetricsAuth,
+		TestHooks:       opts.TestHooks,
 	})
 	s.http = &http.Server{
 		Handler:           handler,
@@ -207,6 +209,8 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 	}
+	// Open SSE streams end at shutdown instead of holding the drain.
+	s.http.RegisterOnShutdown(handler.CloseStreams)
 	if cfg.HTTP.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.HTTP.TLSCert, cfg.HTTP.TLSKey)
 		if err != nil {

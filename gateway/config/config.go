@@ -41,6 +41,7 @@ type Config struct {
 	Git   Git   `yaml:"git"`
 	Model Model `yaml:"model"`
 	MCP   MCP   `yaml:"mcp"`
+	Web   Web   `yaml:"web"`
 
 	// AdminKeys is authorized_keys text for the first admin, used only when
 	// the store has no user yet.
@@ -122,6 +123,20 @@ type Model struct {
 	MaxTokens   int `yaml:"max_tokens"`
 }
 
+// Web configures the browser console.
+type Web struct {
+	// SessionIdle ends a session unused this long; SessionLifetime one
+	// this long after login.
+	SessionIdle     Duration `yaml:"session_idle"`
+	SessionLifetime Duration `yaml:"session_lifetime"`
+	// SecureCookies marks the session cookie Secure even without
+	// http.tls_cert (behind a TLS-terminating proxy).
+	SecureCookies bool `yaml:"secure_cookies"`
+	// PublicURL is the base of the login links `ssh … login` prints;
+	// "" means the HTTP listen address.
+	PublicURL string `yaml:"public_url"`
+}
+
 // MCP configures the MCP endpoint.
 type MCP struct {
 	// WaitMax caps how long delegate and answer wait for a run to finish or
@@ -168,6 +183,7 @@ func Default() Config {
 		},
 		Git: Git{Host: "https://github.com"},
 		MCP: MCP{WaitMax: Duration(50 * time.Second)},
+		Web: Web{SessionIdle: Duration(12 * time.Hour), SessionLifetime: Duration(7 * 24 * time.Hour)},
 	}
 }
 

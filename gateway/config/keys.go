@@ -149,6 +149,10 @@ var table = []field{
 	integer("model.max_requests", func(c *Config) *int { return &c.Model.MaxRequests }),
 	integer("model.max_tokens", func(c *Config) *int { return &c.Model.MaxTokens }),
 	dur("mcp.wait_max", func(c *Config) *Duration { return &c.MCP.WaitMax }),
+	dur("web.session_idle", func(c *Config) *Duration { return &c.Web.SessionIdle }),
+	dur("web.session_lifetime", func(c *Config) *Duration { return &c.Web.SessionLifetime }),
+	boolean("web.secure_cookies", func(c *Config) *bool { return &c.Web.SecureCookies }),
+	str("web.public_url", func(c *Config) *string { return &c.Web.PublicURL }),
 }
 
 func secretStr(key string, p func(*Config) *string) field {
@@ -264,6 +268,14 @@ func (c Config) Validate() error {
 	if c.Model.Upstream != "" {
 		if u, err := url.Parse(c.Model.Upstream); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			bad("model.upstream", c.Model.Upstream, "want a base URL like https://api.anthropic.com")
+		}
+	}
+	if c.Web.SessionIdle.D() < time.Minute || c.Web.SessionLifetime.D() < c.Web.SessionIdle.D() {
+		bad("web.session_idle", c.Web.SessionIdle.D(), "must be at least 1m and at most web.session_lifetime")
+	}
+	if c.Web.PublicURL != "" {
+		if u, err := url.Parse(c.Web.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("web.public_url", c.Web.PublicURL, "want a base URL like https://sbx.example.com")
 		}
 	}
 	if c.MCP.WaitMax.D() <= 0 || c.MCP.WaitMax.D() > 10*time.Minute {
