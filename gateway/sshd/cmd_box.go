@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/gateway/sshd/tui"
 )
 
 // Help groups of the root command.
@@ -483,33 +484,8 @@ func (c *call) allowCmd() *cobra.Command {
 	return cmd
 }
 
-// age is how long ago t was, for people: "12s", "5m", "3h", "2d"; "-" for
-// never.
-func age(now, t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	d := now.Sub(t)
-	future := d < 0
-	if future {
-		d = -d
-	}
-	var s string
-	switch {
-	case d < time.Minute:
-		s = fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		s = fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < 48*time.Hour:
-		s = fmt.Sprintf("%dh", int(d/time.Hour))
-	default:
-		s = fmt.Sprintf("%dd", int(d/(24*time.Hour)))
-	}
-	if future {
-		return "in " + s
-	}
-	return s
-}
+// age is how long ago t was, for people (the TUI's wording).
+func age(now, t time.Time) string { return tui.Age(now, t) }
 
 // when is a time for people: relative, then exact.
 func when(now, t time.Time) string {

@@ -5,6 +5,12 @@
 // channels with a short list of requests, the shared auth throttle before
 // the handshake, and the commands run through a fresh cobra root per session.
 // Sessions run through a wish middleware chain (middleware.go).
+//
+// Over the core (fleet): the box commands (cmd_box.go, cmd_account.go),
+// attach and exec through the raw channel with window changes and signals
+// (cmd_attach.go), the sftp subsystem and legacy scp with paths BOX/PATH
+// (sftp.go, scp.go), and the fleet TUI for a PTY session without a command
+// (tui/). Everything reaches boxes only through the caller's fleet calls.
 package sshd
 
 import (

@@ -823,7 +823,7 @@ func (m *model) tableView() string {
 		if bx.Question.Len() > 0 {
 			q = "?"
 		}
-		line := row([]string{bx.Name, bx.Owner, string(bx.State), bx.Agent, age(now, bx.Created), cpu, mem, age(now, bx.LastOutput), q})
+		line := row([]string{bx.Name, bx.Owner, string(bx.State), bx.Agent, Age(now, bx.Created), cpu, mem, Age(now, bx.LastOutput), q})
 		if i == m.cursor {
 			line = stSel.Render(line)
 		} else if st, ok := stState[bx.State]; ok {
@@ -861,7 +861,7 @@ func (m *model) boxView() string {
 			kept = " · kept"
 		}
 		b.WriteString(stTitle.Render("box "+bx.Name) + " · " + state + " · " + bx.Agent + " · " + bx.Owner +
-			" · up " + age(now, bx.Created) + " · output " + age(now, bx.LastOutput) + kept + "\n")
+			" · up " + Age(now, bx.Created) + " · output " + Age(now, bx.LastOutput) + kept + "\n")
 		b.WriteString("task: " + oneLine(bx.Task.String()) + "\n")
 	}
 	if ok && bx.Question.Len() > 0 {
@@ -910,19 +910,30 @@ func bytesShort(n int64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// age is how long ago t was: "12s", "5m", "3h", "2d"; "-" for never.
-func age(now, t time.Time) string {
+// Age is how long ago t was, for people: "12s", "5m", "3h", "2d", or "in
+// 5m" for a time ahead; "-" for never. The SSH commands share it.
+func Age(now, t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := max(now.Sub(t), 0)
+	d := now.Sub(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var s string
 	switch {
 	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
+		s = fmt.Sprintf("%ds", int(d/time.Second))
 	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
+		s = fmt.Sprintf("%dm", int(d/time.Minute))
 	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d/time.Hour))
+		s = fmt.Sprintf("%dh", int(d/time.Hour))
+	default:
+		s = fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 	}
-	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+	if future {
+		return "in " + s
+	}
+	return s
 }
