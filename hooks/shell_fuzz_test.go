@@ -90,7 +90,10 @@ func runAllowed(t *testing.T, dir, cmd string, file *syntax.File) {
 			}
 		},
 		func(path string, write bool) {
-			if write && !outputSinks[path] {
+			// The interpreter expands a redirection target as
+			// expand.Literal does, keeping backslashes that bash removes
+			// (>/\dev/null opens /dev/null).
+			if write && !outputSinks[path] && !outputSinks[unescapeUnquoted(path)] {
 				t.Errorf("allowed %q, which opens %s for writing", cmd, path)
 			}
 		})
