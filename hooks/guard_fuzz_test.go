@@ -122,6 +122,7 @@ func guardOracle(t testing.TB, dir, cmd string, file *syntax.File) {
 			}
 		},
 		func(path string, write bool) {
+			path = unescapeUnquoted(path) // see runAllowed
 			if why := boxGuard.writeProtected(abs(path), false); write && why != "" {
 				t.Errorf("allowed %q, which opens %s for writing (%s)", cmd, path, why)
 			}
