@@ -23,8 +23,9 @@ import (
 //	SBX_BENCH_AB="old=.sbx/kernel/small/vmlinux new=/tmp/k/vmlinux full=.sbx/kernel/small/vmlinux:/tmp/sbx" \
 //	  go test -run '^$' -bench BootAB -benchtime 20x ./vm/qemu/
 //
-// For each variant: cold boot to first agent reply, and the median of 5
-// exec round trips (`true`) per box.
+// For each variant: cold boot to first agent reply, the median of 5 exec
+// round trips (`true`) per box, and for the first 3 boxes the private
+// memory after 3 s idle (before the execs).
 func BenchmarkBootAB(b *testing.B) {
 	spec := os.Getenv("SBX_BENCH_AB")
 	if spec == "" {
@@ -33,7 +34,7 @@ func BenchmarkBootAB(b *testing.B) {
 	type variant struct {
 		name       string
 		m          *vm.Manager
-		boot, exec samples
+		boot, exec, mem samples
 	}
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -64,12 +65,21 @@ func BenchmarkBootAB(b *testing.B) {
 		}
 		b.Cleanup(func() { m.Close() })
 		vs = append(vs, &variant{name: name, m: m,
-			boot: samples{name: name + " cold boot", unit: "ms"}, exec: samples{name: name + " exec true", unit: "ms"}})
+			boot: samples{name: name + " cold boot", unit: "ms"}, exec: samples{name: name + " exec true", unit: "ms"},
+			mem: samples{name: name + " idle private mem", unit: "MB"}})
 	}
 	for i := range b.N {
 		for _, v := range vs {
 			name := fmt.Sprintf("ab-%d", i)
 			v.boot.add(ms(startBox(ctx, b, v.m, name)))
+			if i < 3 { // as BenchmarkVM: after 3 s idle, before any exec
+				time.Sleep(3 * time.Second)
+				st, err := v.m.Stats(ctx, name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				v.mem.add(float64(st.PrivateBytes) / 1e6)
+			}
 			var ex samples
 			for range 5 {
 				t0 := time.Now()
@@ -95,7 +105,7 @@ func BenchmarkBootAB(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	fmt.Printf("\n%-28s %5s %10s %10s %10s %10s\n", "variant", "n", "min", "median", "p95", "max")
 	for _, v := range vs {
-		for _, s := range []*samples{&v.boot, &v.exec} {
+		for _, s := range []*samples{&v.boot, &v.exec, &v.mem} {
 			lo, med, p95, hi := s.stats()
 			fmt.Printf("%-28s %5d %10.2f %10.2f %10.2f %10.2f  %s\n", s.name, len(s.v), lo, med, p95, hi, s.unit)
 		}
