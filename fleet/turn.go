@@ -56,7 +56,9 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 	rec.Turn++
 	rec.TurnRaw, rec.TurnDone, rec.Question = 0, false, ""
 	out, exit := turnFiles(rec.Turn)
-	argv := append([]string{guestSBX, "box", "run", "--out", out, "--exit", exit, "--dir", workDir(*rec), "--"},
+	// The supervisor runs as the agent's own exec (processes outlive their
+	// connection), so no detaching process is started under TCG.
+	argv := append([]string{guestSBX, "box", "run", "--foreground", "--out", out, "--exit", exit, "--dir", workDir(*rec), "--"},
 		p.argv(message, session)...)
 	who := actor.User
 	if who == "" {
@@ -72,9 +74,17 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 	if err := f.appendLog(rec.Name, header); err != nil {
 		return err
 	}
-	if o, err := f.run(ctx, rec.VM, agent.ExecRequest{Argv: argv, Env: f.agentEnv(*rec)}); err != nil {
-		return fmt.Errorf("start the %s agent: %w: %s", rec.Agent, err, o)
+	proc, err := f.vm.Exec(ctx, rec.VM, agent.ExecRequest{Argv: argv, Env: f.agentEnv(*rec)})
+	if err != nil {
+		return fmt.Errorf("start the %s agent: %w", rec.Agent, err)
 	}
+	proc.Stdin().Close()
+	go func() {
+		// Its output goes to the turn file; this only lets the streams end.
+		go drain(proc.Stderr())
+		drain(proc.Stdout())
+		_, _ = proc.Wait()
+	}()
 	rec.State = Running
 	rec.LastOutput = f.now()
 	e := f.entry(actor, action, rec.Name)

@@ -67,8 +67,7 @@ func runCommand() *cobra.Command {
 	cmd.Flags().StringVar(&out, "out", "", "output file (appended)")
 	cmd.Flags().StringVar(&exitFile, "exit", "", "exit status file, written when the command ends")
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory")
-	cmd.Flags().BoolVar(&foreground, "foreground", false, "supervise in this process (internal)")
-	_ = cmd.Flags().MarkHidden("foreground")
+	cmd.Flags().BoolVar(&foreground, "foreground", false, "supervise in this process (the host runs it so, as an exec that outlives its connection)")
 	return cmd
 }
 
@@ -121,6 +120,11 @@ func detach(cmd *cobra.Command, out, exitFile, dir string, argv []string) error 
 // supervise runs argv with its output appended to out and writes its status
 // to exitFile ("0", "1", ... or "signal killed") atomically when it ends.
 func supervise(out, exitFile, dir string, argv []string) error {
+	for _, p := range []string{out, exitFile} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+	}
 	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return writeExit(exitFile, fmt.Sprintf("error %v", err))
