@@ -32,8 +32,8 @@ func BenchmarkBootAB(b *testing.B) {
 		b.Skip("set SBX_BENCH_AB to name=vmlinux[:init] ... to compare boots")
 	}
 	type variant struct {
-		name       string
-		m          *vm.Manager
+		name            string
+		m               *vm.Manager
 		boot, exec, mem samples
 	}
 	ctx := context.Background()
