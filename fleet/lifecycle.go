@@ -262,7 +262,7 @@ func (f *Fleet) recover(ctx context.Context) error {
 				}
 				f.pool.add(b.Name)
 			} else {
-				_ = f.vm.Destroy(ctx, b.Name)
+				f.discard(b.Name)
 			}
 		}
 	}

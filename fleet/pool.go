@@ -66,7 +66,7 @@ func (f *Fleet) refill() {
 		}
 		f.pool.mu.Unlock()
 		for _, n := range surplus {
-			_ = f.vm.Destroy(context.WithoutCancel(f.ctx), n)
+			f.discard(n)
 		}
 		return
 	}
@@ -86,7 +86,7 @@ func (f *Fleet) refill() {
 				err = f.prepare(ctx, name)
 			}
 			if err != nil {
-				_ = f.vm.Destroy(context.WithoutCancel(ctx), name)
+				f.discard(name)
 			}
 		}
 		f.pool.mu.Lock()
@@ -104,4 +104,12 @@ func (f *Fleet) refill() {
 		f.log.Info("warm pool: box ready", "vm", name)
 		f.refill()
 	}()
+}
+
+// discard destroys a machine nobody owns and stops serving its network.
+func (f *Fleet) discard(vmName string) {
+	_ = f.vm.Destroy(context.WithoutCancel(f.ctx), vmName)
+	if f.net != nil {
+		f.net.Detach(vmName)
+	}
 }
