@@ -277,6 +277,7 @@ func (f *Fleet) watchVM() {
 			continue
 		}
 		if f.pool.drop(ev.Box) {
+			f.discard(ev.Box)
 			continue
 		}
 		recs, err := f.loadAll(f.ctx)
