@@ -22,21 +22,28 @@ import (
 // client against a real box.
 func TestBoxCommands(t *testing.T) {
 	g := newGateway(t)
-	name := g.newBox("alice", "!say hello from the box")
+	const task = "!say hello from the box\n!ask Which word?\n!say got {answer}"
+	name := g.newBox("alice", task)
 
-	if out := g.must("alice", "ls"); !strings.Contains(out, name) || !strings.Contains(out, "NAME") {
+	// The question shows in ls and status; answer answers it.
+	if out := g.must("alice", "ls"); !strings.Contains(out, name) || !strings.Contains(out, "NAME") || !strings.Contains(out, "waiting ?") {
 		t.Fatalf("ls:\n%s", out)
 	}
-	var boxes []struct{ Name, Owner, State, Task string }
+	var boxes []struct{ Name, Owner, State, Task, Question string }
 	if err := json.Unmarshal([]byte(g.must("alice", "ls", "--json")), &boxes); err != nil || len(boxes) != 1 ||
-		boxes[0].Name != name || boxes[0].Owner != "alice" || boxes[0].Task != "!say hello from the box" {
+		boxes[0].Name != name || boxes[0].Owner != "alice" || boxes[0].Task != task || strings.TrimSpace(boxes[0].Question) != "Which word?" {
 		t.Fatalf("ls --json: %v %+v", err, boxes)
 	}
-	if out := g.must("alice", "status", name); !strings.Contains(out, "state:") || !strings.Contains(out, "!say hello") {
+	if out := g.must("alice", "status", name); !strings.Contains(out, "state:") || !strings.Contains(out, "!say hello") ||
+		!strings.Contains(out, "question:\nWhich word?") {
 		t.Fatalf("status:\n%s", out)
 	}
+	if out := g.must("alice", "answer", name, "banana"); !strings.Contains(out, "answered") {
+		t.Fatalf("answer: %q", out)
+	}
+	g.waitState("alice", name, fleet.Done)
 	out := g.must("alice", "logs", name)
-	if !strings.Contains(out, "hello from the box") {
+	if !strings.Contains(out, "hello from the box") || !strings.Contains(out, "got banana") {
 		t.Fatalf("logs:\n%s", out)
 	}
 	// --from resumes at a byte offset (a line's start; inside a line the
@@ -49,6 +56,14 @@ func TestBoxCommands(t *testing.T) {
 	r := g.run("alice", "", "answer", name, "yes")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "error: ") || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--follow-up") {
 		t.Fatalf("answer without question: %+v", r)
+	}
+	// A follow-up to a finished agent starts a turn; ask is a side question.
+	if out := g.must("alice", "answer", "--follow-up", name, "more please"); !strings.Contains(out, "resumed") {
+		t.Fatalf("answer --follow-up: %q", out)
+	}
+	g.waitState("alice", name, fleet.Done)
+	if out := g.must("alice", "ask", name, "what is here?"); strings.TrimSpace(out) == "" {
+		t.Fatal("ask printed nothing")
 	}
 	if out := g.must("alice", "keep", name); !strings.Contains(out, "(kept)") {
 		t.Fatalf("keep: %q", out)

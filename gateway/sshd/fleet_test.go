@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -245,7 +244,8 @@ func (g *gateway) must(user string, remote ...string) string {
 // is over.
 func (g *gateway) newBox(user, task string) string {
 	g.t.Helper()
-	name := strings.TrimSpace(g.must(user, "new", "--agent", "script", fmt.Sprintf("%q", task)))
+	// One shell word, newlines and all: the server splits like a shell.
+	name := strings.TrimSpace(g.must(user, "new", "--agent", "script", `"`+task+`"`))
 	if name == "" {
 		g.t.Fatal("new printed no box name")
 	}
