@@ -13,7 +13,7 @@ import (
 // Guard is the driver lane's PreToolUse hook (issue 7): it denies editing
 // or reading the control plane, credential exfiltration, runtime
 // reconfiguration and deleting system directories. Bash commands are
-// decided on their mvdan.cc/sh syntax tree (see CheckGuard); file tools on
+// decided on their mvdan.cc/sh syntax tree (see CheckBash); file tools on
 // their normalized path.
 type Guard struct {
 	// Home is the agent's home directory (HOME, default /root). /root is
