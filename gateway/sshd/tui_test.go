@@ -79,15 +79,16 @@ func TestTUI(t *testing.T) {
 	tm.wait(`sbx fleet — alice \(operator\) — 0 box`, time.Minute)
 	tm.wait(`no boxes yet`, time.Second)
 
-	// A new box: the table shows it within a second of the core's event.
+	// A new box through the delegate form: the table shows it within a
+	// second of the core's creation event.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := g.fleet.Events(ctx, g.actors["root"])
-	done := make(chan error, 1)
-	go func() {
-		_, err := g.fleet.Delegate(ctx, g.actors["alice"], fleet.DelegateRequest{Task: "which word?", Agent: "script"})
-		done <- err
-	}()
+	tm.keys("n")
+	tm.wait(`Delegate a task to a new box`, 5*time.Second)
+	tm.keys("which word?", "Enter", "Enter", "Enter", "script", "Enter", "Enter")
+	tm.wait(`> Keep: +no`, 5*time.Second)
+	tm.keys("Enter") // submit from the last field
 	var name string
 	for ev := range events {
 		if ev.Kind == fleet.EventState {
@@ -98,8 +99,8 @@ func TestTUI(t *testing.T) {
 	if d := tm.wait(regexp.QuoteMeta(name), 5*time.Second); d > time.Second {
 		t.Errorf("the table showed box %s %v after its creation event (want ≤ 1 s)", name, d)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if b, err := g.fleet.Get(ctx, g.actors["alice"], name); err != nil || b.Agent != "script" || b.Task.String() != "which word?" {
+		t.Fatalf("the form delegated %+v (%v)", b, err)
 	}
 	// The default script asks a question: the table flags it, the box view
 	// shows the banner and takes the answer.
@@ -135,6 +136,13 @@ func TestTUI(t *testing.T) {
 	// Filter hides what does not match.
 	tm.keys("/", "zzz", "Enter")
 	tm.wait(`no box matches the filter`, 5*time.Second)
+	tm.keys("Escape")
+	tm.wait(regexp.QuoteMeta(name), 5*time.Second)
+
+	// A refused delegation reopens the form with what was typed and the
+	// core's one-line reason.
+	tm.keys("n", "x", "Enter", "Enter", "Enter", "gpt", "Enter", "Enter", "Enter")
+	tm.wait(`(?s)Agent: gpt.*error: `, 10*time.Second)
 	tm.keys("Escape")
 	tm.wait(regexp.QuoteMeta(name), 5*time.Second)
 

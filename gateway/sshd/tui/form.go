@@ -124,9 +124,13 @@ func (m *model) formKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// submit delegates and goes back to the table at once: the new box shows
+// up through the core's events while it boots. A refusal reopens the form
+// with everything typed.
 func (m *model) submit() tea.Cmd {
 	req := m.form.request()
 	m.form.busy = true
+	m.mode = modeTable
 	m.status = "delegating…"
 	f, ctx, caller := m.o.Fleet, m.ctx, m.o.Caller
 	return func() tea.Msg {
@@ -138,11 +142,13 @@ func (m *model) submit() tea.Cmd {
 func (m *model) delegated(msg delegatedMsg) tea.Cmd {
 	m.form.busy = false
 	if msg.err != nil {
-		// Stay in the form so nothing typed is lost.
+		if m.mode == modeTable {
+			m.prev, m.mode = modeTable, modeForm
+		}
 		m.status = "error: " + oneLine(msg.err.Error())
 		return nil
 	}
-	m.mode = modeTable
+	m.form = newForm()
 	m.boxes[msg.box.Name] = msg.box
 	m.reorder()
 	m.status = fmt.Sprintf("created box %s (%s)", msg.box.Name, msg.box.State)

@@ -428,7 +428,9 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case "n":
 		m.prev, m.mode = m.mode, modeForm
-		m.form = newForm()
+		if !m.form.busy {
+			m.form = newForm()
+		}
 		return m, nil
 	}
 	name := m.target()
