@@ -7,12 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/internal/charset"
 )
 
 // Role is what a user may do. Admins manage users; operators manage their own
@@ -131,11 +131,14 @@ type Store interface {
 	TouchAPIKey(ctx context.Context, id string, at time.Time) error
 }
 
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+var (
+	nameFirst = charset.New("a-z")
+	nameRest  = charset.New("a-z0-9_-")
+)
 
 // ValidName reports whether s is a valid user name: [a-z][a-z0-9_-]{0,31}.
 func ValidName(s string) error {
-	if !nameRE.MatchString(s) {
+	if !charset.Is(s, 1, 32, nameFirst, nameRest) {
 		return fmt.Errorf("user name %q: want a lowercase letter then up to 31 of a-z 0-9 _ -: %w", s, ErrInvalid)
 	}
 	return nil

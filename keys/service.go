@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/internal/charset"
 )
 
 // FrontCLI is the front of a local operator running sbx on the gateway host
@@ -235,7 +235,7 @@ func (s *Service) UserByPublicKey(ctx context.Context, pk ssh.PublicKey) (User, 
 	return u, nil
 }
 
-var scopeRE = regexp.MustCompile(`^[a-z][a-z0-9:._*-]{0,63}$`)
+var scopeRest = charset.New("a-z0-9:._*-")
 
 const maxScopes = 32
 
@@ -269,7 +269,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, actor Actor, user, name stri
 		return "", APIKey{}, fmt.Errorf("%d scopes, at most %d: %w", len(scopes), maxScopes, ErrInvalid)
 	}
 	for _, sc := range scopes {
-		if !scopeRE.MatchString(sc) {
+		if !charset.Is(sc, 1, 64, nameFirst, scopeRest) {
 			return "", APIKey{}, fmt.Errorf("scope %q: want a-z 0-9 : . _ * - starting with a letter: %w", short(sc), ErrInvalid)
 		}
 	}

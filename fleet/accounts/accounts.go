@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/internal/charset"
 	"sbx.dev/sbx/keys"
 )
 
@@ -72,12 +72,19 @@ type Store interface {
 	ListAccounts(ctx context.Context, owner string) ([]Record, error)
 }
 
-var accountNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+var (
+	lowerDigit    = charset.New("a-z0-9")
+	accountRest   = charset.New("a-z0-9_-")
+	tokenChars    = charset.New("A-Za-z0-9_.-")
+	alnum         = charset.New("A-Za-z0-9")
+	repoOwnerRest = charset.New("A-Za-z0-9-")
+	repoNameChars = charset.New("A-Za-z0-9._-")
+)
 
 // ValidName checks an account name: a lowercase letter or digit, then up to
 // 31 of a-z 0-9 _ -.
 func ValidName(s string) error {
-	if !accountNameRE.MatchString(s) {
+	if !charset.Is(s, 1, 32, lowerDigit, accountRest) {
 		return fmt.Errorf("account name %q: want a lowercase letter or digit then up to 31 of a-z 0-9 _ -: %w", s, keys.ErrInvalid)
 	}
 	return nil
@@ -86,11 +93,10 @@ func ValidName(s string) error {
 // Token characters: GitHub's classic (ghp_…) and fine-grained
 // (github_pat_…) tokens, and app tokens, are [A-Za-z0-9_]; '-' and '.' cover
 // other hosts. Nothing that could break a URL, a header or a terminal.
-var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{8,255}$`)
 
 // ValidToken checks a token's syntax. The message never echoes the token.
 func ValidToken(tok string) error {
-	if !tokenRE.MatchString(tok) {
+	if !charset.Is(tok, 8, 255, tokenChars, tokenChars) {
 		return fmt.Errorf("token: want 8 to 255 of A-Z a-z 0-9 _ . - (got %d bytes): %w", len(tok), keys.ErrInvalid)
 	}
 	return nil
@@ -120,10 +126,7 @@ type Repo struct {
 
 func (r Repo) String() string { return r.Owner + "/" + r.Name }
 
-var (
-	repoOwnerRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
-	repoNameRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
-)
+var ()
 
 // ParseRepo parses "owner/name" (a trailing ".git" is dropped), with
 // GitHub's rules: owner is letters, digits and '-' (at most 39, not starting
@@ -132,7 +135,7 @@ var (
 func ParseRepo(s string) (Repo, error) {
 	owner, name, ok := strings.Cut(s, "/")
 	name = strings.TrimSuffix(name, ".git")
-	if !ok || !repoOwnerRE.MatchString(owner) || !repoNameRE.MatchString(name) || name == "." || name == ".." || strings.HasSuffix(name, ".git") {
+	if !ok || !charset.Is(owner, 1, 39, alnum, repoOwnerRest) || !charset.Is(name, 1, 100, repoNameChars, repoNameChars) || name == "." || name == ".." || strings.HasSuffix(name, ".git") {
 		return Repo{}, fmt.Errorf("repository %q: want owner/name: %w", s, keys.ErrInvalid)
 	}
 	return Repo{Owner: owner, Name: name}, nil
