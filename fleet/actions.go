@@ -230,7 +230,7 @@ func (f *Fleet) sleepLocked(ctx context.Context, caller keys.Actor, rt *boxRT, r
 	f.stopFollow(rt)
 	if _, err := f.vm.Sleep(ctx, rec.VM); err != nil {
 		if rec.State == Running {
-			f.follow(*rec)
+			f.follow(*rec, nil)
 		}
 		return vmErr(err)
 	}
@@ -279,7 +279,7 @@ func (f *Fleet) wakeLocked(ctx context.Context, caller keys.Actor, rec *record) 
 		return err
 	}
 	if to == Running {
-		f.follow(*rec)
+		f.follow(*rec, nil)
 	}
 	return nil
 }

@@ -250,7 +250,7 @@ func (f *Fleet) recover(ctx context.Context) error {
 			rec.Reason = "machine failed: " + mb.Reason
 			_ = f.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
 		case rec.State == Running && !rec.TurnDone && mb.State == vm.Running:
-			f.follow(rec)
+			f.follow(rec, nil)
 		}
 		rt.mu.Unlock()
 	}

@@ -56,9 +56,10 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 	rec.Turn++
 	rec.TurnRaw, rec.TurnDone, rec.Question = 0, false, ""
 	out, exit := turnFiles(rec.Turn)
-	// The supervisor runs as the agent's own exec (processes outlive their
-	// connection), so no detaching process is started under TCG.
-	argv := append([]string{guestSBX, "box", "run", "--foreground", "--out", out, "--exit", exit, "--dir", workDir(*rec), "--"},
+	// The supervisor runs as this exec (processes outlive their
+	// connection): its stdout is the live output from byte 0, and the turn
+	// file keeps it for a follower that has to resume.
+	argv := append([]string{guestSBX, "box", "run", "--out", out, "--exit", exit, "--dir", workDir(*rec), "--"},
 		p.argv(message, session)...)
 	who := actor.User
 	if who == "" {
@@ -79,20 +80,15 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 		return fmt.Errorf("start the %s agent: %w", rec.Agent, err)
 	}
 	proc.Stdin().Close()
-	go func() {
-		// Its output goes to the turn file; this only lets the streams end.
-		go drain(proc.Stderr())
-		drain(proc.Stdout())
-		_, _ = proc.Wait()
-	}()
 	rec.State = Running
 	rec.LastOutput = f.now()
 	e := f.entry(actor, action, rec.Name)
 	e.Detail = fmt.Sprintf("turn %d", rec.Turn)
 	if err := f.save(ctx, *rec, e); err != nil {
+		proc.Detach()
 		return err
 	}
-	f.follow(*rec)
+	f.follow(*rec, proc)
 	return nil
 }
 
@@ -132,8 +128,10 @@ func (f *Fleet) appendLog(name, text string) error {
 }
 
 // follow starts the goroutine that streams the current turn's output into
-// the box's log and ends the turn. The caller holds the box's lock.
-func (f *Fleet) follow(rec record) {
+// the box's log and ends the turn: from live (the turn's own exec) when the
+// turn has just started, else from the turn file at the stored offset. The
+// caller holds the box's lock.
+func (f *Fleet) follow(rec record, live *agent.Process) {
 	rt := f.rt(rec.Name)
 	f.stopFollow(rt)
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -143,7 +141,7 @@ func (f *Fleet) follow(rec record) {
 	go func() {
 		defer f.wg.Done()
 		defer close(stopped)
-		f.followTurn(ctx, rec, stopped)
+		f.followTurn(ctx, rec, stopped, live)
 	}()
 }
 
@@ -161,7 +159,7 @@ func (f *Fleet) stopFollow(rt *boxRT) {
 // the turn when the agent exits. A broken stream is resumed from the last
 // stored offset; a cancelled ctx (sleep, destroy, shutdown) leaves the turn
 // running for the next follower.
-func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}) {
+func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}, live *agent.Process) {
 	p := profiles()[rec.Agent]
 	parser := p.newParser()
 	out, exit := turnFiles(rec.Turn)
@@ -171,7 +169,14 @@ func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}) 
 		if ctx.Err() != nil {
 			return
 		}
-		code, n, err := f.followOnce(ctx, rec, parser, out, exit, raw)
+		var code int
+		var n int64
+		var err error
+		if attempt == 0 && live != nil {
+			code, n, err = f.followStream(ctx, rec, parser, live, raw, false)
+		} else {
+			code, n, err = f.followOnce(ctx, rec, parser, out, exit, raw)
+		}
 		raw += n
 		if err == nil {
 			f.endTurn(ctx, rec.Name, rec.Turn, code, parser, raw, self)
@@ -204,9 +209,20 @@ func (f *Fleet) followOnce(ctx context.Context, rec record, parser parser, out, 
 		return 0, 0, err
 	}
 	proc.Stdin().Close()
-	// The guest's follow blocks while the agent is quiet: when the follower
-	// is stopped, end it so the stream returns at once.
+	return f.followStream(ctx, rec, parser, proc, raw, true)
+}
+
+// followStream logs what the parser makes of each raw line of proc's
+// output, which starts at raw offset raw. When the follower is stopped the
+// stream is let go at once: a follow process is killed (it blocks while
+// the agent is quiet), the agent's own exec only detached (the agent runs
+// on).
+func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, proc *agent.Process, raw int64, kill bool) (int, int64, error) {
 	defer context.AfterFunc(ctx, func() {
+		if !kill {
+			proc.Detach()
+			return
+		}
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_ = proc.Signal(kctx, syscall.SIGKILL)
@@ -227,44 +243,56 @@ func (f *Fleet) followOnce(ctx context.Context, rec record, parser parser, out, 
 		lastSave = time.Now()
 		f.noteOutput(rec.Name, rec.Turn, raw+consumed, parser.session())
 	}
+	logLine := func(line []byte) error {
+		text := parser.line(trimNL(line))
+		if text != "" {
+			if _, werr := logf.Write([]byte(text)); werr != nil {
+				return werr
+			}
+		}
+		consumed += int64(len(line))
+		if time.Since(lastEvent) > 250*time.Millisecond {
+			lastEvent = time.Now()
+			f.hub.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: EventOutput, State: Running, At: f.now()})
+		}
+		flush(false)
+		return nil
+	}
+	// A last line without its newline is logged only once the stream is
+	// known complete; otherwise the resumed follower reads it whole.
+	var tail []byte
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// An overlong line: log what we have and go on.
-			err = nil
-		}
-		if len(line) > 0 && (err == nil || errors.Is(err, io.EOF)) {
-			text := parser.line(trimNL(line))
-			if text != "" {
-				if _, werr := logf.Write([]byte(text)); werr != nil {
-					return 0, consumed, werr
-				}
-			}
-			consumed += int64(len(line))
-			if time.Since(lastEvent) > 250*time.Millisecond {
-				lastEvent = time.Now()
-				f.hub.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: EventOutput, State: Running, At: f.now()})
-			}
-			flush(false)
+			err = nil // an overlong line: log what we have and go on
 		}
 		if errors.Is(err, io.EOF) {
+			tail = append(tail, line...)
 			break
 		}
 		if err != nil {
 			flush(true)
 			return 0, consumed, err
 		}
+		if err := logLine(line); err != nil {
+			return 0, consumed, err
+		}
 	}
 	st, err := proc.Wait()
+	if err == nil && st.Code != boxcmd.ExitFollowError && st.Signal == "" && len(tail) > 0 {
+		if err := logLine(tail); err != nil {
+			return 0, consumed, err
+		}
+	}
 	flush(true)
 	if err != nil {
 		return 0, consumed, err
 	}
 	if st.Code == boxcmd.ExitFollowError {
-		return 0, consumed, fmt.Errorf("sbx box follow failed in the guest")
+		return 0, consumed, fmt.Errorf("the guest's stream of the turn is incomplete; resuming from the turn file")
 	}
 	if st.Signal != "" {
-		return 0, consumed, fmt.Errorf("sbx box follow killed by %s", st.Signal)
+		return 0, consumed, fmt.Errorf("the turn's stream was killed by %s", st.Signal)
 	}
 	return st.Code, consumed, nil
 }

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,112 +50,170 @@ func NewCommand() *cobra.Command {
 
 func runCommand() *cobra.Command {
 	var out, exitFile, dir string
-	var foreground bool
 	cmd := &cobra.Command{
 		Use:   "run --out FILE --exit FILE [--dir DIR] -- ARGV...",
-		Short: "Start ARGV detached, its output appended to FILE, its status written to the exit file",
+		Short: "Run ARGV with its output appended to FILE (and copied to stdout while anyone reads it), its status written to the exit file",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" || exitFile == "" {
 				return errors.New("--out and --exit are required")
 			}
-			if foreground {
-				return supervise(out, exitFile, dir, args)
+			code, err := supervise(cmd.OutOrStdout(), out, exitFile, dir, args)
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "sbx box run: %v\n", err)
+				os.Exit(ExitFollowError)
 			}
-			return detach(cmd, out, exitFile, dir, args)
+			os.Exit(code)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "output file (appended)")
 	cmd.Flags().StringVar(&exitFile, "exit", "", "exit status file, written when the command ends")
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory")
-	cmd.Flags().BoolVar(&foreground, "foreground", false, "supervise in this process (the host runs it so, as an exec that outlives its connection)")
 	return cmd
 }
 
-// detach re-runs itself with --foreground in a new session with no
-// inherited stdio, and returns once that supervisor wrote its pid file: the
-// host's exec then ends at once while the agent runs on.
-func detach(cmd *cobra.Command, out, exitFile, dir string, argv []string) error {
-	if err := os.MkdirAll(filepath.Dir(exitFile), 0o700); err != nil {
-		return err
-	}
-	_ = os.Remove(exitFile)
-	pidFile := exitFile + ".pid"
-	_ = os.Remove(pidFile)
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	args := []string{"box", "run", "--foreground", "--out", out, "--exit", exitFile}
-	if dir != "" {
-		args = append(args, "--dir", dir)
-	}
-	args = append(append(args, "--"), argv...)
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer null.Close()
-	c := exec.Command(self, args...)
-	c.Stdin, c.Stdout, c.Stderr = null, null, null
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := c.Start(); err != nil {
-		return fmt.Errorf("start supervisor: %w", err)
-	}
-	_ = c.Process.Release()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
-			fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSpace(string(b)))
-			return nil
-		}
-		if _, err := os.Stat(exitFile); err == nil {
-			b, _ := os.ReadFile(exitFile)
-			return fmt.Errorf("command ended at once: %s", strings.TrimSpace(string(b)))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return errors.New("supervisor did not start within 10s")
-}
-
-// supervise runs argv with its output appended to out and writes its status
-// to exitFile ("0", "1", ... or "signal killed") atomically when it ends.
-func supervise(out, exitFile, dir string, argv []string) error {
+// supervise runs argv with its output appended to out and, best effort,
+// copied to live (the host's exec: the first reader sees output at once;
+// once that connection is gone, the copy stops and the file alone goes on,
+// to be resumed with follow). When argv ends its status goes to exitFile
+// ("0", "1", ... or "signal killed"), atomically, and is returned as an
+// exit code. The host runs it as an exec, which outlives its connection.
+func supervise(live io.Writer, out, exitFile, dir string, argv []string) (int, error) {
 	for _, p := range []string{out, exitFile} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return writeExit(exitFile, fmt.Sprintf("error %v", err))
+		return 0, writeExit(exitFile, fmt.Sprintf("error %v", err))
 	}
 	defer f.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
 	c := exec.Command(argv[0], argv[1:]...)
-	c.Stdout, c.Stderr, c.Dir = f, f, dir
+	c.Stdout, c.Stderr, c.Dir = pw, pw, dir
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
+		pw.Close()
+		pr.Close()
 		fmt.Fprintf(f, "sbx: cannot start %s: %v\n", argv[0], err)
-		return writeExit(exitFile, "127")
+		fmt.Fprintf(live, "sbx: cannot start %s: %v\n", argv[0], err)
+		return 127, writeExit(exitFile, "127")
 	}
+	pw.Close()
 	if err := atomicWrite(exitFile+".pid", strconv.Itoa(c.Process.Pid)); err != nil {
 		_ = c.Process.Kill()
-		return err
+		return 0, err
 	}
+	lc := newLiveCopy(live)
+	copied := make(chan error, 1)
+	go func() { copied <- tee(f, lc, pr) }()
 	err = c.Wait()
-	status := "0"
+	var cerr error
+	select {
+	case cerr = <-copied:
+	case <-time.After(2 * time.Second):
+		// A background child holds the output open; the agent is done.
+		pr.Close()
+		cerr = <-copied
+	}
+	pr.Close()
+	status, code := "0", 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			status = "signal " + ws.Signal().String()
+			status, code = "signal "+ws.Signal().String(), ExitKilled
 		} else {
-			status = strconv.Itoa(ee.ExitCode())
+			status, code = strconv.Itoa(ee.ExitCode()), ee.ExitCode()
 		}
 	} else if err != nil {
-		status = fmt.Sprintf("error %v", err)
+		status, code = fmt.Sprintf("error %v", err), ExitFollowError
+	}
+	if cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+		status, code = fmt.Sprintf("error %v", cerr), ExitFollowError
+	}
+	// A reader that missed bytes must resume from the file: it gets the
+	// follow error code instead of the agent's, and follow gives it both.
+	if !lc.finish(5 * time.Second) {
+		code = ExitFollowError
 	}
 	_ = f.Sync()
-	return writeExit(exitFile, status)
+	return code, writeExit(exitFile, status)
+}
+
+// tee copies the agent's output to the file (which must get every byte)
+// and to the live reader, which can never hold the file back.
+func tee(file *os.File, lc *liveCopy, r io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := file.Write(buf[:n]); werr != nil {
+				_, _ = io.Copy(io.Discard, r) // never block the agent
+				return werr
+			}
+			lc.send(buf[:n])
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// liveCopy writes to the live reader from its own goroutine: a reader that
+// went away (its connection broke, and nobody drains the pipe) must not
+// stall the agent. Once a chunk cannot be queued the copy is dropped for
+// good, so the live stream is always a prefix of the file.
+type liveCopy struct {
+	ch      chan []byte
+	dropped atomic.Bool
+	done    chan struct{}
+}
+
+func newLiveCopy(w io.Writer) *liveCopy {
+	l := &liveCopy{ch: make(chan []byte, 256), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for b := range l.ch {
+			if l.dropped.Load() {
+				continue
+			}
+			if _, err := w.Write(b); err != nil {
+				l.dropped.Store(true)
+			}
+		}
+	}()
+	return l
+}
+
+func (l *liveCopy) send(b []byte) {
+	if l.dropped.Load() {
+		return
+	}
+	select {
+	case l.ch <- append([]byte(nil), b...):
+	default:
+		l.dropped.Store(true)
+	}
+}
+
+// finish waits up to d for the queued chunks to be written and reports
+// whether the live reader got every byte.
+func (l *liveCopy) finish(d time.Duration) bool {
+	close(l.ch)
+	select {
+	case <-l.done:
+	case <-time.After(d):
+		l.dropped.Store(true)
+	}
+	return !l.dropped.Load()
 }
 
 func writeExit(path, status string) error { return atomicWrite(path, status+"\n") }

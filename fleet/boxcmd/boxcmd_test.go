@@ -1,0 +1,125 @@
+package boxcmd
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func files(t *testing.T) (out, exit string) {
+	d := t.TempDir()
+	return filepath.Join(d, "turns", "1.out"), filepath.Join(d, "turns", "1.exit")
+}
+
+func TestSuperviseCopiesToFileAndLive(t *testing.T) {
+	out, exit := files(t)
+	var live syncBuf
+	code, err := supervise(&live, out, exit, "", []string{"sh", "-c", "echo one; echo two >&2; exit 3"})
+	if err != nil || code != 3 {
+		t.Fatalf("code %d err %v", code, err)
+	}
+	b, _ := os.ReadFile(out)
+	if string(b) != live.String() || !strings.Contains(string(b), "one\n") || !strings.Contains(string(b), "two\n") {
+		t.Errorf("file %q live %q", b, live.String())
+	}
+	if st, _ := os.ReadFile(exit); string(st) != "3\n" {
+		t.Errorf("exit file %q", st)
+	}
+	if pid, _ := os.ReadFile(exit + ".pid"); len(pid) == 0 {
+		t.Error("no pid file")
+	}
+}
+
+func TestSuperviseSignal(t *testing.T) {
+	out, exit := files(t)
+	code, err := supervise(&syncBuf{}, out, exit, "", []string{"sh", "-c", "kill -9 $$"})
+	if err != nil || code != ExitKilled {
+		t.Fatalf("code %d err %v", code, err)
+	}
+	if st, _ := os.ReadFile(exit); !strings.HasPrefix(string(st), "signal ") {
+		t.Errorf("exit file %q", st)
+	}
+}
+
+// blockingWriter never returns: a live reader whose connection is gone.
+type blockingWriter struct{ block chan struct{} }
+
+func (b blockingWriter) Write(p []byte) (int, error) { <-b.block; return len(p), nil }
+
+// Regression: a live reader that stops reading must not stall the agent or
+// lose file output; the supervisor then says the live stream is incomplete.
+func TestSuperviseStuckLiveReaderRegression(t *testing.T) {
+	out, exit := files(t)
+	bw := blockingWriter{make(chan struct{})}
+	defer close(bw.block)
+	done := make(chan struct{})
+	var code int
+	go func() {
+		code, _ = supervise(bw, out, exit, "", []string{"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo line $i; i=$((i+1)); done"})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("supervisor stalled by a stuck live reader")
+	}
+	if code != ExitFollowError {
+		t.Errorf("code %d, want %d (live stream incomplete)", code, ExitFollowError)
+	}
+	b, _ := os.ReadFile(out)
+	if n := strings.Count(string(b), "\n"); n != 3000 {
+		t.Errorf("file has %d lines", n)
+	}
+}
+
+func TestFollowResumesAndEndsWithStatus(t *testing.T) {
+	out, exit := files(t)
+	os.MkdirAll(filepath.Dir(out), 0o700)
+	os.WriteFile(out, []byte("first\nsecond\n"), 0o600)
+	var got syncBuf
+	res := make(chan int, 1)
+	go func() {
+		code, err := follow(&got, out, exit, 6, 5*time.Millisecond)
+		if err != nil {
+			t.Error(err)
+		}
+		res <- code
+	}()
+	time.Sleep(50 * time.Millisecond)
+	f, _ := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("third\n")
+	f.Close()
+	writeExit(exit, "7")
+	select {
+	case code := <-res:
+		if code != 7 {
+			t.Errorf("code %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow did not end")
+	}
+	if got.String() != "second\nthird\n" {
+		t.Errorf("followed %q", got.String())
+	}
+}

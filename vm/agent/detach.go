@@ -1,0 +1,16 @@
+package agent
+
+import "time"
+
+// Detach lets go of a process without ending it: blocked reads of its
+// output and Wait return at once with an error, and the process runs on in
+// the guest exactly as it does when a connection breaks. For a host that
+// stops following a long-running process (the agent of a turn) and picks it
+// up later by other means.
+func (p *Process) Detach() {
+	now := time.Now()
+	_ = p.stdout.SetReadDeadline(now)
+	_ = p.stderr.SetReadDeadline(now)
+	_ = p.ctl.SetReadDeadline(now)
+	_ = p.stdin.Close()
+}
