@@ -427,7 +427,10 @@ func TestInboxQueuesMidTurn(t *testing.T) {
 		t.Fatalf("forced follow-up: %+v %v", r, err)
 	}
 	e.waitLog(b2.Name, "interrupted by alice")
-	e.waitState(b2.Name, fleet.Done)
+	// What the agent makes of the new message is its own business; the
+	// turn runs and ends.
+	e.waitLog(b2.Name, "── turn 2 ended")
+	e.waitState(b2.Name, fleet.Done, fleet.Waiting)
 }
 
 // Every output path of the core is redacted (issue 4): the question, the

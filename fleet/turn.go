@@ -251,6 +251,12 @@ func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, pro
 			}
 		}
 		consumed += int64(len(line))
+		if sess := parser.session(); sess != "" && sess != rec.Session {
+			// Record the conversation at once: a forced follow-up may
+			// interrupt this turn before its end and must resume it.
+			rec.Session = sess
+			lastSave = time.Time{}
+		}
 		if time.Since(lastEvent) > 250*time.Millisecond {
 			lastEvent = time.Now()
 			f.hub.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: EventOutput, State: Running, At: f.now()})
