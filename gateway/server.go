@@ -152,6 +152,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		Identity:           s.keys,
 		Audit:              s.audit,
 		Fleet:              s.core.fleet,
+		NoFleet:            s.core.why,
 		Throttle:           authThrottle,
 		Metrics:            m,
 		Logger:             opts.Logger.With("front", "ssh"),
