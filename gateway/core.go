@@ -43,7 +43,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		return fmt.Errorf("redactor: %w", err)
 	}
 	if s.cfg.VM.Backend == "none" {
-		s.core.why = "this gateway runs without boxes (vm.backend=none)"
+		s.core.why = "boxes are not available on this gateway (vm.backend=none)"
 		return nil
 	}
 	be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.opts.GuestBinary, Logger: s.log.With("part", "vm")})
