@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +58,21 @@ type Log struct {
 	store  Store
 	logger *slog.Logger
 	now    func() time.Time
+	// redact cleans an entry's free text (target, detail) of secrets: rows
+	// can quote what came from a box (an error, a host name).
+	redact atomic.Pointer[func(string) string]
+}
+
+// Redact makes every entry's target and detail pass fn when it is logged,
+// recorded or listed, so no audit view can show a secret (the redactor is
+// built after the Log, since it reads secrets through services that audit).
+func (l *Log) Redact(fn func(string) string) { l.redact.Store(&fn) }
+
+func (l *Log) clean(e Entry) Entry {
+	if fn := l.redact.Load(); fn != nil {
+		e.Target, e.Detail = (*fn)(e.Target), (*fn)(e.Detail)
+	}
+	return e
 }
 
 // New returns a Log over store. A nil logger means slog.Default(); a nil now
@@ -128,7 +144,7 @@ func Printable(s string) string {
 }
 
 func (l *Log) normalize(e Entry) Entry {
-	e = Clean(e)
+	e = Clean(l.clean(e))
 	if e.Time.IsZero() {
 		e.Time = l.now()
 	}
@@ -190,6 +206,9 @@ func (l *Log) List(ctx context.Context, f Filter) ([]Entry, error) {
 	entries, err := l.store.ListAudit(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("list audit rows: %w", err)
+	}
+	for i := range entries {
+		entries[i] = l.clean(entries[i])
 	}
 	return entries, nil
 }

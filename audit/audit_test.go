@@ -130,3 +130,29 @@ func TestCleanStripsTerminalEscapes(t *testing.T) {
 		t.Error("escape reached the log")
 	}
 }
+
+// Regression (issue 4: audit views): a secret quoted in an audit row's
+// target or detail is redacted in every listing and log line.
+func TestAuditViewsRedactedRegression(t *testing.T) {
+	l, st, buf, _ := newLog(t)
+	l.Redact(func(s string) string { return strings.ReplaceAll(s, "ghp_SECRET", "ghp_…CRET") })
+	if err := l.Record(ctx, audit.Entry{Action: "box.fail", Target: "box ghp_SECRET", Detail: "push failed: ghp_SECRET"}); err != nil {
+		t.Fatal(err)
+	}
+	// A row written by a store transaction, outside Record.
+	if _, err := st.InsertAudit(ctx, audit.Entry{Action: "box.create", Detail: "old ghp_SECRET", Time: time.Now(), Result: audit.ResultOK}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := l.List(ctx, audit.Filter{})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	for _, r := range rows {
+		if strings.Contains(r.Target+r.Detail, "ghp_SECRET") {
+			t.Errorf("listed row holds the secret: %+v", r)
+		}
+	}
+	if strings.Contains(buf.String(), "ghp_SECRET") {
+		t.Errorf("log line holds the secret: %s", buf.String())
+	}
+}

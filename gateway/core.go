@@ -42,6 +42,9 @@ func (s *Server) startCore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redactor: %w", err)
 	}
+	// Audit rows can quote what came from a box: every view of them (and
+	// every row and log line written from now on) passes the redactor.
+	s.audit.Redact(func(t string) string { return s.core.red.String(t).String() })
 	if s.cfg.VM.Backend == "none" {
 		s.core.why = "boxes are not available on this gateway (vm.backend=none)"
 		return nil
