@@ -296,9 +296,19 @@ func TestBootSmallKernel(t *testing.T) {
 	checkGuest(t, bootBox(t, k, ""))
 }
 
-// smallKernel finds the small kernel in the build cache of `task kernel`
-// (${SBX_CACHE:-~/.cache/sbx}).
+// smallKernel finds the small kernel `task kernel` installed ($SBX_DATA or
+// the repository's .sbx), else one in its build cache
+// (${SBX_CACHE:-~/.cache/sbx}, which may hold older builds too).
 func smallKernel() (kernel.Kernel, bool) {
+	for _, d := range []string{os.Getenv("SBX_DATA"), "../../.sbx"} {
+		if d == "" {
+			continue
+		}
+		if k, err := kernel.Small(d); err == nil {
+			k.Path, _ = filepath.Abs(k.Path)
+			return k, true
+		}
+	}
 	cache := os.Getenv("SBX_CACHE")
 	if cache == "" {
 		cache = filepath.Join(os.Getenv("HOME"), ".cache/sbx")
