@@ -1,11 +1,16 @@
 package fleet
 
 import (
+	"context"
+	"io"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/hooks"
+	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm"
 )
 
@@ -94,5 +99,50 @@ func TestLogOffsetMidSecretRegression(t *testing.T) {
 		if got != want {
 			t.Errorf("lineStart(%d) = %d, want %d", off, got, want)
 		}
+	}
+}
+
+// Regression (attach, issue 6): a typed letter that could begin a secret
+// echoes within the quiet time, not at the next line end; a secret printed
+// in one piece is still redacted.
+func TestInteractiveEchoRegression(t *testing.T) {
+	red, err := redact.New(context.Background(), nil, redact.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, in := io.Pipe()
+	out := interactive(red, src, 20*time.Millisecond)
+	got := make(chan string, 16)
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := out.Read(buf)
+			if n > 0 {
+				got <- string(buf[:n])
+			}
+			if err != nil {
+				close(got)
+				return
+			}
+		}
+	}()
+	in.Write([]byte("g"))
+	select {
+	case s := <-got:
+		if s != "g" {
+			t.Errorf("echo %q", s)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a typed 'g' did not echo")
+	}
+	tok := "ghp_" + strings.Repeat("Zq9x", 9)
+	in.Write([]byte("cat: " + tok + "\r\n"))
+	in.Close()
+	var all strings.Builder
+	for s := range got {
+		all.WriteString(s)
+	}
+	if strings.Contains(all.String(), tok) || !strings.Contains(all.String(), "ghp_…") {
+		t.Errorf("terminal output: %q", all.String())
 	}
 }

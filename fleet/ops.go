@@ -54,7 +54,7 @@ func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req ag
 		return nil, f.safeErr(fmt.Errorf("exec in box %q: %w", name, err))
 	}
 	_ = f.audit.Record(ctx, e)
-	return newProcess(f.red, p, woke), nil
+	return newProcess(f.red, p, woke, req.TTY), nil
 }
 
 func firstWord(argv []string) string {

@@ -2,8 +2,11 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"io"
+	"sync"
 	"syscall"
+	"time"
 
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm/agent"
@@ -16,12 +19,68 @@ type Process struct {
 	// Woke is true when Exec had to wake the box first.
 	Woke   bool
 	p      *agent.Process
-	stdout *redact.Reader
-	stderr *redact.Reader
+	stdout io.Reader
+	stderr io.Reader
 }
 
-func newProcess(r *redact.Redactor, p *agent.Process, woke bool) *Process {
-	return &Process{Woke: woke, p: p, stdout: r.NewReader(p.Stdout()), stderr: r.NewReader(p.Stderr())}
+func newProcess(r *redact.Redactor, p *agent.Process, woke, tty bool) *Process {
+	out := io.Reader(r.NewReader(p.Stdout()))
+	if tty {
+		out = interactive(r, p.Stdout(), ttyQuiet)
+	}
+	return &Process{Woke: woke, p: p, stdout: out, stderr: r.NewReader(p.Stderr())}
+}
+
+// ttyQuiet is how long a terminal's output may pause before bytes the
+// redactor holds back (they could begin a secret) are released: long enough
+// that a secret printed in one piece is whole, short enough that typing
+// echoes at once.
+const ttyQuiet = 25 * time.Millisecond
+
+// interactive redacts a terminal's output like a stream, and when the
+// output pauses for quiet it releases what is held back, so a keystroke's
+// echo (a lone "g" could begin "ghp_") does not wait for the next line end.
+func interactive(r *redact.Redactor, src io.Reader, quiet time.Duration) io.Reader {
+	pr, pw := io.Pipe()
+	var mu sync.Mutex
+	w := r.NewWriter(pw)
+	flush := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = w.Flush()
+	}
+	var timer *time.Timer
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			mu.Lock()
+			if n > 0 {
+				_, _ = w.Write(buf[:n])
+			}
+			if err != nil {
+				_ = w.Close()
+				mu.Unlock()
+				if timer != nil {
+					timer.Stop()
+				}
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				pw.CloseWithError(err)
+				return
+			}
+			if w.Held() > 0 {
+				if timer == nil {
+					timer = time.AfterFunc(quiet, flush)
+				} else {
+					timer.Reset(quiet)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	return pr
 }
 
 // PID is the process id in the guest.

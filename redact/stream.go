@@ -48,6 +48,19 @@ func (w *Writer) Close() error {
 	return w.send()
 }
 
+// Flush decides what is held back as if the stream ended here and goes on.
+// It is for interactive streams (a terminal) where holding a keystroke's
+// echo until the next line end is worse than missing a secret that a slow
+// writer split across a pause: a secret written in one piece is still
+// replaced.
+func (w *Writer) Flush() error {
+	if w.closed || w.err != nil {
+		return w.err
+	}
+	w.out = w.st.feed(w.r.current(), w.out[:0], nil, true)
+	return w.send()
+}
+
 // Held returns how many input bytes wait for more input (for tests and
 // metrics).
 func (w *Writer) Held() int { return len(w.st.buf) }
