@@ -50,6 +50,10 @@ type Setup struct {
 	// SkipEgress, when not empty, says why the backend cannot give a box
 	// its Spec.Egress path yet, and skips that check.
 	SkipEgress string
+	// NoMemorySnapshot says the backend keeps no memory across a sleep:
+	// every wake is a cold boot on the same disk. SleepWake then checks that
+	// the wake says so and keeps the disk, instead of a live process.
+	NoMemorySnapshot bool
 }
 
 const bootTimeout = 3 * time.Minute
@@ -450,12 +454,22 @@ func Run(t *testing.T, s Setup) {
 			t.Fatal(err)
 		}
 		t.Logf("wake to agent reply: %v (%s)", time.Since(start), b.Reason)
-		if b.State != vm.Running || strings.HasPrefix(b.Reason, "cold boot") {
-			t.Fatalf("after Wake: %+v, want restored from the snapshot", b)
-		}
-		r = run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "cat /workspace/kept.txt; kill -0 " + pid + " && echo alive"}}, nil)
-		if r.stdout != "kept\nalive\n" {
-			t.Fatalf("after wake: %q, want the file and the process", r.stdout)
+		if s.NoMemorySnapshot {
+			if b.State != vm.Running || !strings.HasPrefix(b.Reason, "cold boot") {
+				t.Fatalf("after Wake: %+v, want a cold boot that says so (no memory snapshots)", b)
+			}
+			r = run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"cat", "/workspace/kept.txt"}}, nil)
+			if r.stdout != "kept\n" {
+				t.Fatalf("disk lost across a cold wake: %q", r.stdout)
+			}
+		} else {
+			if b.State != vm.Running || strings.HasPrefix(b.Reason, "cold boot") {
+				t.Fatalf("after Wake: %+v, want restored from the snapshot", b)
+			}
+			r = run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "cat /workspace/kept.txt; kill -0 " + pid + " && echo alive"}}, nil)
+			if r.stdout != "kept\nalive\n" {
+				t.Fatalf("after wake: %q, want the file and the process", r.stdout)
+			}
 		}
 		// The clock was set after the restore.
 		r = run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"date", "+%s"}}, nil)
