@@ -442,9 +442,24 @@ func (f *Fleet) prepare(ctx context.Context, vmName string) error {
 // run executes a command in a machine and returns its combined output; a
 // non-zero exit is an error.
 func (f *Fleet) run(ctx context.Context, vmName string, req agent.ExecRequest) (string, error) {
+	return f.runIn(ctx, vmName, req, nil)
+}
+
+// runStdin is run with stdin (files written into the guest outside
+// /workspace, never through argv or the environment).
+func (f *Fleet) runStdin(ctx context.Context, vmName string, argv []string, stdin []byte) (string, error) {
+	return f.runIn(ctx, vmName, agent.ExecRequest{Argv: argv}, stdin)
+}
+
+func (f *Fleet) runIn(ctx context.Context, vmName string, req agent.ExecRequest, stdin []byte) (string, error) {
 	p, err := f.vm.Exec(ctx, vmName, req)
 	if err != nil {
 		return "", err
+	}
+	if len(stdin) > 0 {
+		if _, err := p.Stdin().Write(stdin); err != nil {
+			return "", err
+		}
 	}
 	p.Stdin().Close()
 	var out bytes.Buffer

@@ -69,6 +69,10 @@ type Config struct {
 	GitEnv []string
 	// Network gives boxes their one network path; nil: no network.
 	Network Network
+	// MCP keeps users' MCP servers, their headers sealed by Sealer; nil:
+	// no MCP servers.
+	MCP    MCPStore
+	Sealer Sealer
 }
 
 // Fleet is the core. Safe for concurrent use; operations on one box are
@@ -84,6 +88,8 @@ type Fleet struct {
 	log      *slog.Logger
 	gitEnv   []string
 	net      Network
+	mcp      MCPStore
+	sealer   Sealer
 
 	mu     sync.Mutex
 	policy Policy
@@ -126,7 +132,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	f := &Fleet{
 		store: cfg.Store, vm: cfg.VM, accounts: cfg.Accounts, audit: cfg.Audit, red: cfg.Redactor,
-		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network,
+		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, mcp: cfg.MCP, sealer: cfg.Sealer,
 		policy: cfg.Policy, boxes: map[string]*boxRT{},
 	}
 	f.hub.init()

@@ -37,7 +37,15 @@ type NetGrant struct {
 	Owner string
 	Allow []string
 	Repos []NetRepo
+	MCP   []NetMCP
 	Model ModelUsage
+}
+
+// NetMCP is one MCP server on the relay, with the headers the gateway adds.
+type NetMCP struct {
+	Name    string
+	URL     string
+	Headers map[string]string
 }
 
 // NetRepo is one delegated repository on the git endpoint.
@@ -93,6 +101,13 @@ func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
 			nr.PushBranches = []string{r.Branch}
 		}
 		g.Repos = append(g.Repos, nr)
+	}
+	srvs, err := f.mcpServers(ctx, rec.Owner)
+	if err != nil {
+		return g, err
+	}
+	for _, s := range srvs {
+		g.MCP = append(g.MCP, NetMCP{Name: s.name, URL: s.url, Headers: s.headers})
 	}
 	return g, nil
 }

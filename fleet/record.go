@@ -79,3 +79,20 @@ type InboxDoc struct {
 	Text string
 	At   time.Time
 }
+
+// MCPServerDoc is an MCP server row; Headers is sealed.
+type MCPServerDoc struct {
+	Owner   string
+	Name    string
+	URL     string
+	Headers []byte
+	Created time.Time
+}
+
+// MCPStore keeps each user's MCP servers.
+type MCPStore interface {
+	InsertMCPServer(ctx context.Context, d MCPServerDoc, rec audit.Entry) error
+	ListMCPServers(ctx context.Context, owner string) ([]MCPServerDoc, error)
+	// DeleteMCPServer removes one; found is false when it did not exist.
+	DeleteMCPServer(ctx context.Context, owner, name string, rec audit.Entry) (found bool, err error)
+}

@@ -59,8 +59,15 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 	// The supervisor runs as this exec (processes outlive their
 	// connection): its stdout is the live output from byte 0, and the turn
 	// file keeps it for a follower that has to resume.
+	agentArgv := p.argv(message, session)
+	if rec.Agent == "claude" {
+		var err error
+		if agentArgv, err = f.withMCP(ctx, *rec, agentArgv); err != nil {
+			return err
+		}
+	}
 	argv := append([]string{guestSBX, "box", "run", "--out", out, "--exit", exit, "--dir", workDir(*rec), "--"},
-		p.argv(message, session)...)
+		agentArgv...)
 	who := actor.User
 	if who == "" {
 		who = actor.Front

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -189,6 +190,7 @@ func TestContainmentEndToEnd(t *testing.T) {
 	go up.Serve(ln)
 	defer up.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
+	var b2 [16]byte
 
 	b, err := g.f.Delegate(ctx, g.alice, fleet.DelegateRequest{Agent: "script", Task: "!say ready",
 		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}}, Allow: []string{"allowed.test", "private.test", "meta.test", "10.0.0.1", "169.254.169.254"}})
@@ -263,7 +265,31 @@ func TestContainmentEndToEnd(t *testing.T) {
 		t.Errorf("upstream saw %+v", reqs)
 	}
 
-	for _, secret := range []string{g.token, g.apiKey} {
+	// MCP: the relay adds the server's secret header; the box sees only
+	// the gateway's URL.
+	rand.Read(b2[:])
+	mcpSecret := "Bearer mcp-" + hex.EncodeToString(b2[:])
+	mcpUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != mcpSecret {
+			http.Error(w, "bad credentials", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"relayed":true}}`)
+	}))
+	defer mcpUp.Close()
+	if _, err := g.f.AddMCPServer(ctx, g.alice, "tools", mcpUp.URL+"/mcp", map[string]string{"Authorization": mcpSecret}); err != nil {
+		t.Fatal(err)
+	}
+	out, code = g.sh(box, `curl -sS --max-time 30 -X POST http://10.0.2.100/mcp/tools -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d '{"jsonrpc":"2.0","id":1,"method":"ping"}'`)
+	if code != 0 || !strings.Contains(out, `"relayed":true`) {
+		t.Errorf("MCP relay: %d %s", code, out)
+	}
+	if list, _ := g.f.MCPServers(ctx, g.alice); len(list) != 1 || strings.Contains(fmt.Sprint(list), mcpSecret) {
+		t.Errorf("MCP servers as listed: %+v", list)
+	}
+
+	for _, secret := range []string{g.token, g.apiKey, mcpSecret} {
 		p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", testutil.NoSecretScript}})
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"sbx.dev/sbx/fleet"
@@ -22,6 +23,10 @@ type core struct {
 	vm       *vm.Manager
 	fleet    *fleet.Fleet
 	net      *network
+	sealer   *seal.Sealer
+	// ready is fleet once it exists, for the goroutines that may ask
+	// before (the redactor's reloads, the box network).
+	ready atomic.Pointer[fleet.Fleet]
 	// why is set when the gateway runs without boxes (vm.backend none, or
 	// QEMU/kernel missing): the fronts say it.
 	why string
@@ -30,11 +35,12 @@ type core struct {
 // startCore builds the core. A host that cannot run boxes still serves
 // identities and the fronts, which then say why boxes are missing.
 func (s *Server) startCore(ctx context.Context) error {
-	sealer, err := seal.Load(s.cfg.DataDir, os.Getenv)
+	var err error
+	s.core.sealer, err = seal.Load(s.cfg.DataDir, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("seal key: %w", err)
 	}
-	s.core.accounts, err = accounts.New(s.store, sealer, s.audit, accounts.Config{Host: s.cfg.Git.Host, Now: s.opts.Now})
+	s.core.accounts, err = accounts.New(s.store, s.core.sealer, s.audit, accounts.Config{Host: s.cfg.Git.Host, Now: s.opts.Now})
 	if err != nil {
 		return fmt.Errorf("git.host: %w", err)
 	}
@@ -65,10 +71,11 @@ func (s *Server) startCore(ctx context.Context) error {
 	fc := s.cfg.Fleet
 	// Each machine's one network path; its policy comes from the fleet.
 	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
-	s.core.net.fleet = func() *fleet.Fleet { return s.core.fleet }
+	s.core.net.fleet = s.core.ready.Load
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
 		Network: s.core.net,
-		Store:   s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
+		MCP:     s.store, Sealer: s.core.sealer,
+		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
 		Policy: fleet.Policy{
 			MaxDuration: fc.MaxDuration.D(), IdleSleep: fc.IdleSleep.D(), SleepTTL: fc.SleepTTL.D(),
@@ -79,6 +86,11 @@ func (s *Server) startCore(ctx context.Context) error {
 	if err != nil {
 		s.core.vm.Close()
 		return fmt.Errorf("fleet: %w", err)
+	}
+	s.core.ready.Store(s.core.fleet)
+	// Now the MCP servers' secrets can be listed too.
+	if err := s.core.red.Refresh(ctx); err != nil {
+		s.log.Warn("redactor refresh", "err", err)
 	}
 	return nil
 }
@@ -117,6 +129,13 @@ func (s *Server) secrets(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		out = append(out, toks...)
+		if f := s.core.ready.Load(); f != nil {
+			mcp, err := f.MCPSecrets(ctx, u.Name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, mcp...)
+		}
 	}
 	return out, nil
 }

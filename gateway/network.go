@@ -101,7 +101,7 @@ func (n *network) Box(ctx context.Context, vmName string) (boxnet.BoxPolicy, err
 	if err != nil {
 		return boxnet.BoxPolicy{}, err
 	}
-	p := boxnet.BoxPolicy{AllowDomains: g.Allow, Repos: map[string]boxnet.GitRoute{}}
+	p := boxnet.BoxPolicy{AllowDomains: g.Allow, Repos: map[string]boxnet.GitRoute{}, MCP: map[string]boxnet.MCPRoute{}}
 	if g.Box == "" {
 		return p, nil // an unclaimed pool machine reaches nothing
 	}
@@ -111,6 +111,13 @@ func (n *network) Box(ctx context.Context, vmName string) (boxnet.BoxPolicy, err
 			continue
 		}
 		p.Repos[r.Path] = boxnet.GitRoute{Upstream: u, Token: r.Token, PushBranches: r.PushBranches}
+	}
+	for _, m := range g.MCP {
+		u, err := url.Parse(m.URL)
+		if err != nil {
+			continue
+		}
+		p.MCP[m.Name] = boxnet.MCPRoute{URL: u, Headers: m.Headers}
 	}
 	if n.cfg.APIKey != "" {
 		m := &boxnet.ModelRoute{APIKey: n.cfg.APIKey, MaxRequests: int64(n.cfg.MaxRequests), MaxTokens: int64(n.cfg.MaxTokens),

@@ -139,3 +139,56 @@ func (s *Store) DeleteInbox(ctx context.Context, box string, id int64, rec audit
 	})
 	return found, err
 }
+
+var _ fleet.MCPStore = (*Store)(nil)
+
+// InsertMCPServer adds one of a user's MCP servers.
+func (s *Store) InsertMCPServer(ctx context.Context, d fleet.MCPServerDoc, rec audit.Entry) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO mcp_servers (owner, name, url, headers, created) VALUES ($1, $2, $3, $4, $5)",
+			d.Owner, d.Name, d.URL, d.Headers, nanos(d.Created))
+		if isUnique(err) {
+			return fmt.Errorf("MCP server %q: %w", d.Name, fleet.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("insert MCP server %q: %w", d.Name, err)
+		}
+		return auditIf(ctx, tx, rec)
+	})
+}
+
+// ListMCPServers returns a user's MCP servers by name.
+func (s *Store) ListMCPServers(ctx context.Context, owner string) ([]fleet.MCPServerDoc, error) {
+	rows, err := s.pool.Query(ctx, "SELECT owner, name, url, headers, created FROM mcp_servers WHERE owner = $1 ORDER BY name", owner)
+	if err != nil {
+		return nil, fmt.Errorf("MCP servers of %q: %w", owner, err)
+	}
+	defer rows.Close()
+	var out []fleet.MCPServerDoc
+	for rows.Next() {
+		var d fleet.MCPServerDoc
+		var created int64
+		if err := rows.Scan(&d.Owner, &d.Name, &d.URL, &d.Headers, &created); err != nil {
+			return nil, fmt.Errorf("MCP servers of %q: %w", owner, err)
+		}
+		d.Created = time.Unix(0, created)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// DeleteMCPServer removes one of a user's MCP servers.
+func (s *Store) DeleteMCPServer(ctx context.Context, owner, name string, rec audit.Entry) (bool, error) {
+	found := false
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM mcp_servers WHERE owner = $1 AND name = $2", owner, name)
+		if err != nil {
+			return fmt.Errorf("remove MCP server %q: %w", name, err)
+		}
+		if found = tag.RowsAffected() > 0; !found {
+			return nil
+		}
+		return auditIf(ctx, tx, rec)
+	})
+	return found, err
+}

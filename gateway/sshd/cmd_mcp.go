@@ -1,0 +1,105 @@
+package sshd
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"sbx.dev/sbx/fleet"
+)
+
+// maxStdinHeaders caps the headers read from stdin.
+const maxStdinHeaders = 64 << 10
+
+func (c *call) mcpCmd() *cobra.Command {
+	cmd := group(&cobra.Command{Use: "mcp", Short: "Manage the MCP servers your boxes reach through the gateway (their secrets never enter a box)"})
+	add := &cobra.Command{
+		Use:   "add NAME URL < headers",
+		Short: "Add an MCP server (Streamable HTTP); its secret headers are read from stdin as \"Name: value\" lines, never from the command line",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := c.fleet()
+			if err != nil {
+				return err
+			}
+			headers := map[string]string{}
+			if _, _, isPty := c.sess.Pty(); !isPty {
+				data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxStdinHeaders+1))
+				if err != nil {
+					return fmt.Errorf("read headers from stdin: %w", err)
+				}
+				if len(data) > maxStdinHeaders {
+					return fmt.Errorf("headers on stdin: more than %d bytes: %w", maxStdinHeaders, fleet.ErrInvalid)
+				}
+				sc := bufio.NewScanner(strings.NewReader(string(data)))
+				for sc.Scan() {
+					line := strings.TrimSpace(sc.Text())
+					if line == "" {
+						continue
+					}
+					k, v, ok := strings.Cut(line, ":")
+					if !ok {
+						return fmt.Errorf("header line %q: want \"Name: value\": %w", k, fleet.ErrInvalid)
+					}
+					headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+				}
+			}
+			s, err := f.AddMCPServer(cmd.Context(), c.actor, args[0], args[1], headers)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "added MCP server %s (%s; headers: %s); boxes reach it at http://%s/mcp/%s\n",
+				s.Name, s.URL, strings.Join(s.Headers, ", "), fleet.GatewayHost, s.Name)
+			return nil
+		},
+	}
+	var asJSON bool
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List your MCP servers (header names only)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := c.fleet()
+			if err != nil {
+				return err
+			}
+			list, err := f.MCPServers(cmd.Context(), c.actor)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no MCP servers; add one with: mcp add NAME URL < headers")
+				return nil
+			}
+			for _, s := range list {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-16s %s  headers: %s\n", s.Name, s.URL, strings.Join(s.Headers, ", "))
+			}
+			return nil
+		},
+	}
+	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	rm := &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove one of your MCP servers",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := c.fleet()
+			if err != nil {
+				return err
+			}
+			if err := f.RemoveMCPServer(cmd.Context(), c.actor, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed MCP server %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(add, ls, rm)
+	return cmd
+}
