@@ -34,6 +34,7 @@ type boxes interface {
 	Accounts(ctx context.Context, caller keys.Actor) ([]accounts.Account, error)
 	RemoveAccount(ctx context.Context, caller keys.Actor, name string) error
 	SetDefaultAccount(ctx context.Context, caller keys.Actor, name string) error
+	MCPServers(ctx context.Context, caller keys.Actor) ([]fleet.MCPServer, error)
 }
 
 // logStream is fleet.LogStream as the console uses it.

@@ -421,6 +421,10 @@ func (c *scriptedCore) RemoveAccount(context.Context, keys.Actor, string) error 
 	return fmt.Errorf("account: %w", fleet.ErrNotFound)
 }
 
+func (c *scriptedCore) MCPServers(context.Context, keys.Actor) ([]fleet.MCPServer, error) {
+	return []fleet.MCPServer{{Name: "tools", URL: "https://mcp.example.com/mcp", Headers: []string{"Authorization"}}}, nil
+}
+
 func (c *scriptedCore) SetDefaultAccount(context.Context, keys.Actor, string) error {
 	return fmt.Errorf("account: %w", fleet.ErrNotFound)
 }

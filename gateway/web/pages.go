@@ -307,6 +307,11 @@ func (s *Server) settingsData(r *http.Request, newToken string) (views.Settings,
 		st.AccountsErr = "Could not list GitHub accounts: " + err.Error()
 	} else {
 		st.Accounts = a
+		if m, err := s.boxes.MCPServers(r.Context(), c.actor()); err != nil {
+			st.MCPErr = "Could not list MCP servers: " + err.Error()
+		} else {
+			st.MCPServers = m
+		}
 	}
 	var err error
 	if st.APIKeys, err = s.Identity.APIKeys(r.Context(), c.User.Name); err != nil {
