@@ -153,6 +153,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		Audit:              s.audit,
 		Fleet:              s.core.fleet,
 		NoFleet:            s.core.why,
+		WebURL:             s.webURL,
 		Throttle:           authThrottle,
 		Metrics:            m,
 		Logger:             opts.Logger.With("front", "ssh"),
@@ -402,4 +403,13 @@ func Version() string {
 		}
 	}
 	return v
+}
+
+// webURL is the console's base URL for login links: web.public_url, else
+// the address HTTP listens on.
+func (s *Server) webURL() string {
+	if s.cfg.Web.PublicURL != "" {
+		return strings.TrimRight(s.cfg.Web.PublicURL, "/")
+	}
+	return s.HTTPURL()
 }

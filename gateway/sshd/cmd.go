@@ -35,7 +35,7 @@ func (c *call) root() *cobra.Command {
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.DisableSuggestions = true
-	root.AddCommand(c.whoamiCmd(), c.userCmd(), c.keyCmd(), c.tokenCmd(), c.auditCmd())
+	root.AddCommand(c.whoamiCmd(), c.loginCmd(), c.userCmd(), c.keyCmd(), c.tokenCmd(), c.auditCmd())
 	root.AddCommand(c.boxCmds()...)
 	root.AddCommand(c.accountCmd(), c.mcpCmd(), c.poolCmd(), c.attachCmd(), c.execCmd())
 	root.AddGroup(&cobra.Group{ID: groupBoxes, Title: "Boxes:"}, &cobra.Group{ID: groupAdmin, Title: "Accounts and administration:"})

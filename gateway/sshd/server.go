@@ -47,6 +47,7 @@ type Identity interface {
 	CreateAPIKey(ctx context.Context, actor keys.Actor, user, name string, scopes []string, ttl time.Duration) (string, keys.APIKey, error)
 	APIKeys(ctx context.Context, user string) ([]keys.APIKey, error)
 	RevokeAPIKey(ctx context.Context, actor keys.Actor, user, id string) error
+	CreateLoginLink(ctx context.Context, actor keys.Actor, user string) (string, time.Time, error)
 }
 
 // AuditLog lists audit rows for `audit`.
@@ -64,7 +65,10 @@ type Options struct {
 	Fleet *fleet.Fleet
 	// NoFleet says why boxes are unavailable when Fleet is nil (the core's
 	// reason, e.g. no KVM and no QEMU); empty gives a generic line.
-	NoFleet  string
+	NoFleet string
+	// WebURL is the console's base URL for `login` links (called when a
+	// link is made: the listen address may be known only after start).
+	WebURL   func() string
 	Throttle *throttle.Auth
 	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
