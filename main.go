@@ -1,6 +1,9 @@
 // Command sbx is the gateway that runs coding agents in throwaway microVMs and
-// fronts them over SSH, a web UI and MCP. The same static binary is also the
-// guest's PID 1 inside every box (see vm/guest).
+// fronts them over SSH, a web UI and MCP. Built with the tag "guest" it is
+// the guest binary instead: PID 1 inside every box (see vm/guest), the hooks,
+// the guest side of a run, the egress forwarder and the Kubernetes pod agent,
+// without the gateway (a third of the size, and every box boot and every
+// hook call pays for what the binary holds).
 package main
 
 import (
@@ -11,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/fleet/boxcmd"
-	"sbx.dev/sbx/gateway"
 	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/guest"
@@ -39,10 +41,8 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(gatewayCommands()...)
 	root.AddCommand(
-		gateway.NewServeCommand(),
-		gateway.NewConfigCommand(),
-		vm.NewDoctorCommand(),
 		hooks.NewCommand(),
 		boxcmd.NewCommand(),
 		vm.NewForwardCommand(),

@@ -33,7 +33,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	testutil.RemoveSBXBinary()
+	testutil.RemoveGuestBinary()
 	os.Exit(code)
 }
 
@@ -133,7 +133,7 @@ func newEnv(t testing.TB, policy fleet.Policy) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: e.data, Init: testutil.SBXBinary(t), Logger: logger})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: e.data, Init: testutil.GuestBinary(t), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

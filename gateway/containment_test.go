@@ -75,7 +75,7 @@ func newBoxGateway(t *testing.T, script []anthropictest.Turn) *boxGateway {
 	cfg.Fleet.IdleSleep = 0
 	logger := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := NewServer(ctx, cfg, Options{
-		Logger: logger, HomeDir: t.TempDir(), GuestBinary: testutil.SBXBinary(t),
+		Logger: logger, HomeDir: t.TempDir(), GuestBinary: testutil.GuestBinary(t),
 		TestEgress: TestEgress{AllowLoopback: true, Resolver: testResolver{
 			"allowed.test": netip.MustParseAddr("127.0.0.1"),
 			"denied.test":  netip.MustParseAddr("127.0.0.1"),

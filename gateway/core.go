@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -55,7 +56,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		s.core.why = "boxes are not available on this gateway (vm.backend=none)"
 		return nil
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.opts.GuestBinary, Logger: s.log.With("part", "vm")})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.guestBinary(), Logger: s.log.With("part", "vm")})
 	if err != nil {
 		s.core.why = fmt.Sprintf("boxes are unavailable on this host: %v (run `sbx doctor`)", err)
 		s.log.Warn("running without boxes", "why", err)
@@ -93,6 +94,29 @@ func (s *Server) startCore(ctx context.Context) error {
 		s.log.Warn("redactor refresh", "err", err)
 	}
 	return nil
+}
+
+// GuestBinaryName is the guest binary `go tool task build` puts next to sbx
+// (sbx built with the tag "guest").
+const GuestBinaryName = "sbx-guest"
+
+// guestBinary is what boxes boot: Options.GuestBinary, else sbx-guest next
+// to this executable, else this executable itself (it serves as a guest
+// too, with a slower boot and hook calls: it holds the whole gateway).
+func (s *Server) guestBinary() string {
+	if s.opts.GuestBinary != "" {
+		return s.opts.GuestBinary
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(self), GuestBinaryName)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p
+	}
+	s.log.Warn("no guest binary next to sbx; boxes boot sbx itself (slower): run `go tool task build`", "looked_for", p)
+	return ""
 }
 
 // stopCore stops following runs and watching machines; boxes keep running

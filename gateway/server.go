@@ -54,8 +54,9 @@ type Options struct {
 	HomeDir string
 	// TestHooks enables the hidden panic command and route. Tests only.
 	TestHooks bool
-	// GuestBinary is the static sbx binary boxes boot (init, agent, hooks)
-	// and QEMU runs per guest connection; "" means this executable.
+	// GuestBinary is the static guest binary boxes boot (init, agent,
+	// hooks) and QEMU runs per guest connection; "" means sbx-guest next
+	// to this executable, else this executable.
 	GuestBinary string
 	// TestEgress loosens the box network for tests only (no flag, no key).
 	TestEgress TestEgress

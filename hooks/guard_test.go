@@ -296,7 +296,7 @@ func TestGuardAsProcess(t *testing.T) {
 }
 
 // hookBench is the sbx binary BenchmarkGuardProcess runs; build it with
-// `go build -o /tmp/sbx-hookbench .` (SBX_HOOKBENCH overrides the path).
+// `go build -tags guest -o /tmp/sbx-hookbench .` (the guest binary boxes run hooks with; SBX_HOOKBENCH overrides the path).
 func hookBench(b *testing.B) string {
 	p := os.Getenv("SBX_HOOKBENCH")
 	if p == "" {

@@ -29,7 +29,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	testutil.RemoveSBXBinary()
+	testutil.RemoveGuestBinary()
 	os.Exit(code)
 }
 
@@ -83,7 +83,7 @@ func newFleetFront(t testing.TB, o Options) *fleetFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.SBXBinary(t), Logger: logger})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.GuestBinary(t), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

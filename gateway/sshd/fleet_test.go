@@ -35,7 +35,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	testutil.RemoveSBXBinary()
+	testutil.RemoveGuestBinary()
 	os.Exit(code)
 }
 
@@ -109,7 +109,7 @@ func newGatewayWith(t testing.TB, adjust func(*Options)) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.SBXBinary(t), Logger: logger})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.GuestBinary(t), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestBrowserRealFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.SBXBinary(t), Logger: logger})
+	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.GuestBinary(t), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestBrowserRealFleet(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	testutil.RemoveSBXBinary()
+	testutil.RemoveGuestBinary()
 	os.Exit(code)
 }
 

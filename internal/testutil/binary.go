@@ -16,10 +16,12 @@ var sbx struct {
 	err  error
 }
 
-// SBXBinary builds the real static sbx binary once per test process (the
-// guest's init, agent, hooks and script agent, and the gateway itself) and
-// returns its path; SBX_TEST_BINARY names a prebuilt one instead.
-func SBXBinary(t testing.TB) string {
+// GuestBinary builds the real static guest binary once per test process
+// (sbx built with the tag "guest": the box's init and agent, the hooks, the
+// guest side of a run and the script agent, the egress forwarder), exactly
+// as `go tool task build` makes bin/sbx-guest, and returns its path;
+// SBX_TEST_BINARY names a prebuilt one instead.
+func GuestBinary(t testing.TB) string {
 	t.Helper()
 	sbx.once.Do(func() {
 		if p := os.Getenv("SBX_TEST_BINARY"); p != "" {
@@ -33,8 +35,8 @@ func SBXBinary(t testing.TB) string {
 			sbx.err = err
 			return
 		}
-		sbx.path = filepath.Join(dir, "sbx")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", sbx.path, ".")
+		sbx.path = filepath.Join(dir, "sbx-guest")
+		cmd := exec.Command("go", "build", "-tags", "guest", "-trimpath", "-ldflags=-s -w", "-o", sbx.path, ".")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		sbx.out, sbx.err = cmd.CombinedOutput()
@@ -45,8 +47,8 @@ func SBXBinary(t testing.TB) string {
 	return sbx.path
 }
 
-// RemoveSBXBinary deletes the binary SBXBinary built (call from TestMain).
-func RemoveSBXBinary() {
+// RemoveGuestBinary deletes the binary GuestBinary built (call from TestMain).
+func RemoveGuestBinary() {
 	if sbx.path != "" && os.Getenv("SBX_TEST_BINARY") == "" {
 		os.RemoveAll(filepath.Dir(sbx.path))
 	}
