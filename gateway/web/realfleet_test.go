@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,14 @@ func TestBrowserRealFleet(t *testing.T) {
 	// Destroy stops the machine: under TCG on a loaded host that took 30-60 s.
 	xctx, xcancel := context.WithTimeout(br.ctx, 3*time.Minute)
 	defer xcancel()
+	// A destroy slower than a minute is a hang worth diagnosing: dump every
+	// goroutine of the gateway (seen once in CI under heavy load).
+	hang := time.AfterFunc(time.Minute, func() {
+		var buf strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		t.Logf("destroy still running after 1m; goroutines:\n%s", buf.String())
+	})
+	defer hang.Stop()
 	if err := chromedp.Do(xctx, chromedp.Click(chromedp.CSS(`form[action$="/destroy"] button`))); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
