@@ -158,13 +158,16 @@ func TestBrowserRealFleet(t *testing.T) {
 	xctx, xcancel := context.WithTimeout(br.ctx, 3*time.Minute)
 	defer xcancel()
 	// A destroy slower than a minute is a hang worth diagnosing: dump every
-	// goroutine of the gateway (seen once in CI under heavy load).
+	// goroutine of the gateway and the test.
 	hang := time.AfterFunc(time.Minute, func() {
 		var buf strings.Builder
 		pprof.Lookup("goroutine").WriteTo(&buf, 1)
 		t.Logf("destroy still running after 1m; goroutines:\n%s", buf.String())
 	})
 	defer hang.Stop()
+	// From the box page afresh: the files panel the download came from may
+	// have been swapped out by then (seen under load: the button was gone).
+	br.do("back to the box", chromedp.Navigate(ts.URL+"/boxes/"+name), chromedp.WaitVisible(chromedp.CSS(`form[action$="/destroy"] button`)))
 	if err := chromedp.Do(xctx, chromedp.Click(chromedp.CSS(`form[action$="/destroy"] button`))); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
