@@ -37,7 +37,13 @@ type network struct {
 }
 
 func newNetwork(ctx context.Context, dataDir string, cfg config.Model, al *audit.Log, log *slog.Logger, test TestEgress) *network {
-	n := &network{dir: filepath.Join(dataDir, "net"), cfg: cfg, audit: al, log: log, ctx: ctx, on: map[string]context.CancelFunc{}}
+	// QEMU is handed the socket path and vm.Spec.Egress wants it absolute
+	// (the default data dir ./.sbx is relative).
+	dir, err := filepath.Abs(filepath.Join(dataDir, "net"))
+	if err != nil {
+		dir = filepath.Join(dataDir, "net")
+	}
+	n := &network{dir: dir, cfg: cfg, audit: al, log: log, ctx: ctx, on: map[string]context.CancelFunc{}}
 	n.srv = boxnet.New(boxnet.Config{Policy: n, Logger: log, Resolver: test.Resolver, TestOnlyAllowLoopbackEgress: test.AllowLoopback})
 	return n
 }
