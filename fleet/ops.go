@@ -46,6 +46,11 @@ func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req ag
 	if err != nil {
 		return nil, f.safeErr(err)
 	}
+	if f.net != nil {
+		// A shell in the box reaches out the way its agent does: through
+		// the gateway's proxy (the request's own entries win).
+		req.Env = append(withoutKeys(netEnv(), req.Env), req.Env...)
+	}
 	p, err := f.vm.Exec(ctx, rec.VM, req)
 	e := f.entry(caller, "box.exec", name)
 	e.Detail = firstWord(req.Argv)
@@ -252,4 +257,20 @@ func (f *Fleet) addAccount(ctx context.Context, caller keys.Actor, name, token, 
 
 func (f *Fleet) removeAccount(ctx context.Context, caller keys.Actor, name string) error {
 	return f.safeErr(f.accounts.Remove(ctx, caller, caller.User, name))
+}
+
+// withoutKeys drops from env the variables that over sets.
+func withoutKeys(env, over []string) []string {
+	set := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -120,7 +120,7 @@ func (g *boxGateway) sh(box, cmd string) (string, int) {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{Argv: []string{"/bin/bash", "-lc", cmd}, Env: proxyEnv()})
+	p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{Argv: []string{"/bin/bash", "-lc", cmd}})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -134,13 +134,6 @@ func (g *boxGateway) sh(box, cmd string) (string, int) {
 		g.t.Fatal(err)
 	}
 	return string(out) + string(stderr), st.Code
-}
-
-// proxyEnv is what the agent gets (fleet sets it for its turns; a shell
-// from attach sets it the same way from the box's profile).
-func proxyEnv() []string {
-	p := "http://" + fleet.GatewayHost + ":80"
-	return []string{"HTTPS_PROXY=" + p, "HTTP_PROXY=" + p, "http_proxy=" + p, "https_proxy=" + p, "NO_PROXY=" + fleet.GatewayHost}
 }
 
 func (g *boxGateway) waitState(box string, want ...fleet.State) fleet.Box {
