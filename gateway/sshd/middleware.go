@@ -99,16 +99,26 @@ func (s *Server) sessionCapMiddleware(next ssh.Handler) ssh.Handler {
 			refuse(sess, "permission denied") // chain misordered: fail closed
 			return
 		}
-		release, ok := s.acquire(user.Name)
+		release, ok := s.holdSession(sess, user.Name)
 		if !ok {
-			refuse(sess, fmt.Sprintf("too many sessions for %s (limit %d)", user.Name, s.MaxSessionsPerUser))
 			return
 		}
 		defer release()
-		s.Metrics.SessionStarted()
-		defer s.Metrics.SessionEnded()
 		next(sess)
 	}
+}
+
+// holdSession counts a session against the user's cap (refusing it past
+// the cap) and in the metrics; release ends both. Shell and command
+// sessions pass it in the middleware chain, subsystems call it themselves.
+func (s *Server) holdSession(sess ssh.Session, user string) (release func(), ok bool) {
+	rel, ok := s.acquire(user)
+	if !ok {
+		refuse(sess, fmt.Sprintf("too many sessions for %s (limit %d)", user, s.MaxSessionsPerUser))
+		return nil, false
+	}
+	s.Metrics.SessionStarted()
+	return func() { s.Metrics.SessionEnded(); rel() }, true
 }
 
 // commandMiddleware serves the session: a command runs through a fresh cobra

@@ -33,14 +33,11 @@ func (s *Server) sftpSubsystem(sess ssh.Session) {
 	if !ok {
 		return
 	}
-	release, ok := s.acquire(user.Name)
+	release, ok := s.holdSession(sess, user.Name)
 	if !ok {
-		refuse(sess, fmt.Sprintf("too many sessions for %s (limit %d)", user.Name, s.MaxSessionsPerUser))
 		return
 	}
 	defer release()
-	s.Metrics.SessionStarted()
-	defer s.Metrics.SessionEnded()
 	if s.Fleet == nil {
 		refuse(sess, s.noFleet().Error())
 		return
