@@ -34,7 +34,13 @@ type network struct {
 	mu  sync.Mutex
 	ctx context.Context
 	on  map[string]context.CancelFunc
+	// who names each machine's box and owner as its last grant said, so
+	// auditing a decision does not look the grant up (and open its
+	// secrets) a second time per request.
+	who map[string]boxOwner
 }
+
+type boxOwner struct{ box, owner string }
 
 func newNetwork(ctx context.Context, dataDir string, cfg config.Model, al *audit.Log, log *slog.Logger, test TestEgress) *network {
 	// QEMU is handed the socket path and vm.Spec.Egress wants it absolute
@@ -43,7 +49,7 @@ func newNetwork(ctx context.Context, dataDir string, cfg config.Model, al *audit
 	if err != nil {
 		dir = filepath.Join(dataDir, "net")
 	}
-	n := &network{dir: dir, cfg: cfg, audit: al, log: log, ctx: ctx, on: map[string]context.CancelFunc{}}
+	n := &network{dir: dir, cfg: cfg, audit: al, log: log, ctx: ctx, on: map[string]context.CancelFunc{}, who: map[string]boxOwner{}}
 	n.srv = boxnet.New(boxnet.Config{Policy: n, Logger: log, Resolver: test.Resolver, TestOnlyAllowLoopbackEgress: test.AllowLoopback})
 	return n
 }
@@ -89,6 +95,7 @@ func (n *network) Detach(vmName string) {
 	n.mu.Lock()
 	cancel, ok := n.on[vmName]
 	delete(n.on, vmName)
+	delete(n.who, vmName)
 	n.mu.Unlock()
 	if ok {
 		cancel()
@@ -111,6 +118,9 @@ func (n *network) Box(ctx context.Context, vmName string) (boxnet.BoxPolicy, err
 	if g.Box == "" {
 		return p, nil // an unclaimed pool machine reaches nothing
 	}
+	n.mu.Lock()
+	n.who[vmName] = boxOwner{g.Box, g.Owner}
+	n.mu.Unlock()
 	for _, r := range g.Repos {
 		u, err := url.Parse(r.Upstream)
 		if err != nil {
@@ -141,11 +151,11 @@ func (n *network) Box(ctx context.Context, vmName string) (boxnet.BoxPolicy, err
 // Audit writes each decision as an audit row of the box.
 func (n *network) Audit(ctx context.Context, d boxnet.Decision) {
 	box, owner := d.Box, ""
-	if f := n.fleet(); f != nil {
-		if g, err := f.NetGrant(ctx, d.Box); err == nil && g.Box != "" {
-			box, owner = g.Box, g.Owner
-		}
+	n.mu.Lock()
+	if w, ok := n.who[d.Box]; ok {
+		box, owner = w.box, w.owner
 	}
+	n.mu.Unlock()
 	result := audit.ResultOK
 	if d.Verdict != boxnet.Allow {
 		result = audit.ResultDenied
