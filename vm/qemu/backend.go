@@ -53,7 +53,11 @@ type Config struct {
 	// vm-fwd command (vm.NewForwardCommand).
 	Forwarder string
 	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches the verdict.
-	Accel  string
+	Accel string
+	// RAMDir is a tmpfs directory for running boxes' guest RAM (see
+	// ram.go); "" picks /dev/shm/sbx-<hash> when /dev/shm is a writable
+	// tmpfs, "none" keeps the RAM files in the box directories.
+	RAMDir string
 	Debug  bool // guest console to console.log and sbx.debug=1
 	Logger *slog.Logger
 }
@@ -68,6 +72,7 @@ type Backend struct {
 	accel     host.Verdict
 	hostKHz   int
 	freePages bool
+	ramDir    string // "" = guest RAM in the box directories
 	debug     bool
 	log       *slog.Logger
 
@@ -144,6 +149,15 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		dataDir: dataDir, qemu: qemuBin, kernel: k, initramfs: cfg.Initramfs, forwarder: fwdProg,
 		hostKHz: host.CPUKHz(), freePages: reportsFreePages(k), debug: cfg.Debug, log: log, boxes: map[string]*box{},
 	}
+	switch cfg.RAMDir {
+	case "":
+		b.ramDir = defaultRAMDir(dataDir)
+	case "none":
+	default:
+		if b.ramDir, err = filepath.Abs(cfg.RAMDir); err != nil {
+			return nil, fmt.Errorf("qemu backend: RAM dir %q: %w", cfg.RAMDir, err)
+		}
+	}
 	switch cfg.Accel {
 	case "kvm", "tcg":
 		b.accel = host.Verdict{Accel: cfg.Accel, Why: "set by configuration"}
@@ -154,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("qemu backend: accel %q: want kvm, tcg or empty", cfg.Accel)
 	}
 	log.Info("qemu backend ready", "qemu", qemuBin, "kernel", k.Kind, "kernel_path", k.Path,
-		"accel", b.accel.Accel, "why", b.accel.Why)
+		"accel", b.accel.Accel, "why", b.accel.Why, "ram_dir", b.ramDir)
 	return b, nil
 }
 
@@ -329,7 +343,7 @@ func (b *Backend) machineFor(bx *box) machine {
 		Dir: bx.dir, SockDir: bx.rec.SockDir, Name: bx.rec.Box.Name,
 		MemoryMiB: bx.rec.Box.Spec.MemoryMiB, VCPUs: bx.rec.Box.Spec.VCPUs,
 		Root: bx.rec.Root != "", HostKHz: b.hostKHz, Debug: b.debug,
-		RAMFile:           filepath.Join(bx.dir, ramFile),
+		RAMFile:           b.ramFileFor(bx),
 		FreePageReporting: b.freePages,
 		Egress:            bx.rec.Box.Spec.Egress,
 		Forwarder:         b.forwarder,
@@ -368,6 +382,7 @@ func (b *Backend) launch(bx *box, m machine) error {
 	if err != nil {
 		return err
 	}
+	b.dropTmpRAMAfter(p, m.RAMFile)
 	b.mu.Lock()
 	bx.proc = p
 	bx.rec.PID = p.pid
@@ -502,6 +517,7 @@ func (b *Backend) Sleep(ctx context.Context, name string) error {
 	}
 	snap := filepath.Join(bx.dir, snapFile)
 	tmp := snap + ".tmp"
+	running := bx.rec.Machine.RAMFile
 	if bx.rec.Machine.RAMFile != "" {
 		if err := q.ignoreShared(ctx); err != nil {
 			q.run(context.WithoutCancel(ctx), "cont", nil)
@@ -525,7 +541,24 @@ func (b *Backend) Sleep(ctx context.Context, name string) error {
 		q.run(context.WithoutCancel(ctx), "cont", nil)
 		return fmt.Errorf("sleep %q: save memory: %w", name, err)
 	}
-	if bx.rec.Machine.RAMFile != "" {
+	if b.onTmpfs(bx.rec.Machine.RAMFile) {
+		// The memory must be on disk before the snapshot that needs it is
+		// declared good: copy what the guest wrote out of tmpfs. The
+		// record then names the copy, which a wake maps.
+		onDisk := filepath.Join(bx.dir, ramFile)
+		err := copySparse(onDisk, bx.rec.Machine.RAMFile)
+		if err == nil {
+			b.mu.Lock()
+			bx.rec.Machine.RAMFile = onDisk
+			b.mu.Unlock()
+			err = b.saveLocked(bx)
+		}
+		if err != nil {
+			os.Remove(tmp)
+			q.run(context.WithoutCancel(ctx), "cont", nil)
+			return fmt.Errorf("sleep %q: %w", name, err)
+		}
+	} else if bx.rec.Machine.RAMFile != "" {
 		// The memory file must be on disk before the snapshot that needs
 		// it is declared good.
 		if err := syncFile(bx.rec.Machine.RAMFile); err != nil {
@@ -535,6 +568,15 @@ func (b *Backend) Sleep(ctx context.Context, name string) error {
 		}
 	}
 	if err := syncRename(tmp, snap); err != nil {
+		if b.onTmpfs(running) {
+			// The machine goes on with its tmpfs memory: the record
+			// must name it again, and the copy is stale from now on.
+			b.mu.Lock()
+			bx.rec.Machine.RAMFile = running
+			b.mu.Unlock()
+			b.saveLocked(bx)
+			os.Remove(filepath.Join(bx.dir, ramFile))
+		}
 		q.run(context.WithoutCancel(ctx), "cont", nil)
 		return fmt.Errorf("sleep %q: %w", name, err)
 	}
@@ -788,6 +830,7 @@ func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
 			}
 			owned[rec.PID] = true
 			bx.proc = p
+			b.dropTmpRAMAfter(p, rec.Machine.RAMFile)
 			if rec.Box.State == vm.Sleeping || rec.Box.State == vm.Failed || rec.Box.State == vm.Destroyed {
 				// A machine runs for a box that should have none.
 				p.kill(10 * time.Second)
@@ -820,6 +863,7 @@ func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
 		b.log.Warn("recover: killing qemu process with no box", "pid", pid, "qmp", sock)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	b.sweepRAMDir()
 	return out, nil
 }
 
