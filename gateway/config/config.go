@@ -42,6 +42,7 @@ type Config struct {
 	Model Model `yaml:"model"`
 	MCP   MCP   `yaml:"mcp"`
 	Web   Web   `yaml:"web"`
+	Store Store `yaml:"store"`
 
 	// AdminKeys is authorized_keys text for the first admin, used only when
 	// the store has no user yet.
@@ -87,7 +88,8 @@ type Log struct {
 
 // VM configures the microVMs of this host.
 type VM struct {
-	// Backend is "qemu" (default) or "none" (no boxes: the fronts say so).
+	// Backend is "qemu" (default), "kubernetes" (a Pod per box, see
+	// Kubernetes) or "none" (no boxes: the fronts say so).
 	Backend string `yaml:"backend"`
 	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches it.
 	Accel string `yaml:"accel"`
@@ -100,6 +102,31 @@ type VM struct {
 	// MaxBoxes and MaxMemoryMiB cap the machines of this host (0: no cap).
 	MaxBoxes     int `yaml:"max_boxes"`
 	MaxMemoryMiB int `yaml:"max_memory_mib"`
+	// Kubernetes configures vm.backend kubernetes.
+	Kubernetes Kubernetes `yaml:"kubernetes"`
+}
+
+// Kubernetes configures the Kubernetes backend (package vm/kube).
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file; "" means the in-cluster config (the
+	// gateway's service account).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Namespace holds the box Pods and claims.
+	Namespace string `yaml:"namespace"`
+	// RuntimeClass is the Pods' runtimeClassName ("kata-qemu" on Kata
+	// nodes); "" runs them under the node's default runtime (no VM).
+	RuntimeClass string `yaml:"runtime_class"`
+	// StorageClass of the workspace claims; "" is the cluster's default.
+	StorageClass string `yaml:"storage_class"`
+	// Image is the box container image (its sbx has the pod-agent command).
+	Image string `yaml:"image"`
+}
+
+// Store configures the database.
+type Store struct {
+	// DSN is "" for SQLite in the data dir, or a postgres:// URL: a
+	// PostgreSQL database several gateways share.
+	DSN string `yaml:"dsn"`
 }
 
 // Fleet configures the lifecycle of boxes and the caps per user.
@@ -173,6 +200,7 @@ func Default() Config {
 		VM: VM{
 			Backend: "qemu", Image: "agent", MemoryMiB: 1024, VCPUs: 1, WorkspaceMiB: 4096,
 			MaxBoxes: 20, MaxMemoryMiB: 16 << 10,
+			Kubernetes: Kubernetes{Namespace: "sbx-boxes"},
 		},
 		Fleet: Fleet{
 			MaxDuration:     Duration(4 * time.Hour),
@@ -281,6 +309,12 @@ func (c Config) YAML() ([]byte, error) { return c.yamlWith(table) }
 func (c Config) yamlWith(fields []field) ([]byte, error) {
 	masked := c
 	for _, f := range fields {
+		if f.mask != nil {
+			if err := f.set(&masked, f.mask(f.get(&masked))); err != nil {
+				return nil, fmt.Errorf("mask %s: %w", f.key, err)
+			}
+			continue
+		}
 		if f.secret && f.get(&masked) != "" {
 			if err := f.set(&masked, Mask); err != nil {
 				return nil, fmt.Errorf("mask %s: %w", f.key, err)

@@ -71,6 +71,15 @@ func TestErrorsNameKeyAndValue(t *testing.T) {
 		{name: "tls half", flags: map[string]string{"http.tls_cert": "/nonexistent.pem"}, want: []string{"http.tls_cert", "/nonexistent.pem"}},
 		{name: "bad proxy", flags: map[string]string{"http.trusted_proxies": "10.0.0.0/8,bogus"}, want: []string{"http.trusted_proxies", "bogus"}},
 		{name: "small body", flags: map[string]string{"http.body_limit": "10"}, want: []string{"http.body_limit", `"10"`}},
+		{name: "bad backend", flags: map[string]string{"vm.backend": "firecracker"}, want: []string{"vm.backend", "firecracker", "kubernetes"}},
+		{name: "kubernetes without image", flags: map[string]string{"vm.backend": "kubernetes"}, want: []string{"vm.kubernetes.image", `""`}},
+		{name: "bad namespace", flags: map[string]string{"vm.backend": "kubernetes", "vm.kubernetes.image": "x", "vm.kubernetes.namespace": "Boxes_1"}, want: []string{"vm.kubernetes.namespace", "Boxes_1"}},
+		{name: "bad runtime class", env: []string{"SBX_VM_BACKEND=kubernetes", "SBX_VM_KUBERNETES_IMAGE=x", "SBX_VM_KUBERNETES_RUNTIME_CLASS=Kata QEMU"}, want: []string{"vm.kubernetes.runtime_class", "Kata QEMU"}},
+		{name: "bad storage class", yaml: "vm:\n  backend: kubernetes\n  kubernetes:\n    image: x\n    storage_class: -fast\n", want: []string{"vm.kubernetes.storage_class", "-fast"}},
+		{name: "missing kubeconfig", flags: map[string]string{"vm.backend": "kubernetes", "vm.kubernetes.image": "x", "vm.kubernetes.kubeconfig": "/nonexistent/kubeconfig"}, want: []string{"vm.kubernetes.kubeconfig", "/nonexistent/kubeconfig"}},
+		{name: "unknown kubernetes key", yaml: "vm:\n  kubernetes:\n    namspace: x\n", want: []string{"namspace"}},
+		{name: "bad dsn scheme", flags: map[string]string{"store.dsn": "mysql://u@h/db"}, want: []string{"store.dsn", "mysql://u@h/db"}},
+		{name: "bad dsn no host", env: []string{"SBX_STORE_DSN=postgres:///sbx"}, want: []string{"store.dsn", "postgres:///sbx"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,6 +149,52 @@ func TestMaskSecrets(t *testing.T) {
 	}
 	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), Mask) {
 		t.Fatalf("secret not masked:\n%s", out)
+	}
+}
+
+func TestKubernetesAndDSN(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := writeYAML(t, "vm:\n  backend: kubernetes\n  kubernetes:\n    kubeconfig: "+kc+"\n    runtime_class: kata-qemu\n    image: sbx.local/box:dev\n")
+	cfg, err := Load(Sources{DataDir: dir, Environ: []string{"SBX_STORE_DSN=postgres://sbx:hunter2@db.example:5432/sbx?sslmode=disable",
+		"SBX_VM_KUBERNETES_STORAGE_CLASS=fast-ssd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := cfg.VM.Kubernetes
+	if cfg.VM.Backend != "kubernetes" || k.Kubeconfig != kc || k.Namespace != "sbx-boxes" || k.RuntimeClass != "kata-qemu" ||
+		k.StorageClass != "fast-ssd" || k.Image != "sbx.local/box:dev" {
+		t.Fatalf("kubernetes config %+v", k)
+	}
+	out, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), "postgres://sbx:"+Mask+"@db.example:5432/sbx?sslmode=disable") {
+		t.Fatalf("DSN not masked (or masked past its password):\n%s", out)
+	}
+}
+
+func TestBadDSNErrorHidesPassword(t *testing.T) {
+	_, err := Load(Sources{DataDir: t.TempDir(), Flags: map[string]string{"store.dsn": "mysql://u:topsecret@h/db"}})
+	if err == nil || strings.Contains(err.Error(), "topsecret") || !strings.Contains(err.Error(), "store.dsn") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestMaskDSN(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"postgres://u:p@h/db", "postgres://u:" + Mask + "@h/db"},
+		{"postgres://u@h/db?sslmode=disable", "postgres://u@h/db?sslmode=disable"},
+		{"postgresql://u:p%40ss@h:1/db", "postgresql://u:" + Mask + "@h:1/db"},
+		{"host=h password=p user=u", "host=h password=" + Mask + " user=u"},
+	} {
+		if got := MaskDSN(c.in); got != c.want {
+			t.Errorf("MaskDSN(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // EnvPrefix starts every environment variable the gateway reads.
@@ -38,8 +40,11 @@ func isOtherEnv(name string) bool { return slices.Contains(otherEnv, name) }
 type field struct {
 	key    string
 	secret bool
-	set    func(c *Config, v string) error
-	get    func(c *Config) string
+	// mask, when set, rewrites the value for printing (a DSN keeps all
+	// but its password).
+	mask func(string) string
+	set  func(c *Config, v string) error
+	get  func(c *Config) string
 }
 
 // EnvName is the environment variable for a key: ssh.listen → SBX_SSH_LISTEN.
@@ -137,6 +142,12 @@ var table = []field{
 	integer("vm.workspace_mib", func(c *Config) *int { return &c.VM.WorkspaceMiB }),
 	integer("vm.max_boxes", func(c *Config) *int { return &c.VM.MaxBoxes }),
 	integer("vm.max_memory_mib", func(c *Config) *int { return &c.VM.MaxMemoryMiB }),
+	str("vm.kubernetes.kubeconfig", func(c *Config) *string { return &c.VM.Kubernetes.Kubeconfig }),
+	str("vm.kubernetes.namespace", func(c *Config) *string { return &c.VM.Kubernetes.Namespace }),
+	str("vm.kubernetes.runtime_class", func(c *Config) *string { return &c.VM.Kubernetes.RuntimeClass }),
+	str("vm.kubernetes.storage_class", func(c *Config) *string { return &c.VM.Kubernetes.StorageClass }),
+	str("vm.kubernetes.image", func(c *Config) *string { return &c.VM.Kubernetes.Image }),
+	dsnField("store.dsn", func(c *Config) *string { return &c.Store.DSN }),
 	dur("fleet.max_duration", func(c *Config) *Duration { return &c.Fleet.MaxDuration }),
 	dur("fleet.idle_sleep", func(c *Config) *Duration { return &c.Fleet.IdleSleep }),
 	dur("fleet.sleep_ttl", func(c *Config) *Duration { return &c.Fleet.SleepTTL }),
@@ -153,6 +164,33 @@ var table = []field{
 	dur("web.session_lifetime", func(c *Config) *Duration { return &c.Web.SessionLifetime }),
 	boolean("web.secure_cookies", func(c *Config) *bool { return &c.Web.SecureCookies }),
 	str("web.public_url", func(c *Config) *string { return &c.Web.PublicURL }),
+}
+
+// dsnField is a database URL whose password is the secret: printed with
+// only the password masked, so the host and database stay readable.
+func dsnField(key string, p func(*Config) *string) field {
+	f := str(key, p)
+	f.mask = MaskDSN
+	return f
+}
+
+// MaskDSN replaces the password of a postgres:// URL (or a key=value DSN's
+// password=) with Mask; anything else is returned unchanged.
+func MaskDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), Mask)
+			return strings.Replace(u.String(), url.QueryEscape(Mask), Mask, 1)
+		}
+		return dsn
+	}
+	fields := strings.Fields(dsn)
+	for i, kv := range fields {
+		if k, _, ok := strings.Cut(kv, "="); ok && strings.EqualFold(k, "password") {
+			fields[i] = k + "=" + Mask
+		}
+	}
+	return strings.Join(fields, " ")
 }
 
 func secretStr(key string, p func(*Config) *string) field {
@@ -231,8 +269,35 @@ func (c Config) Validate() error {
 	}
 	switch c.VM.Backend {
 	case "qemu", "none":
+	case "kubernetes":
+		k := c.VM.Kubernetes
+		if k.Image == "" {
+			bad("vm.kubernetes.image", k.Image, "must name the box container image when vm.backend is kubernetes")
+		}
+		if msgs := validation.IsDNS1123Label(k.Namespace); len(msgs) > 0 {
+			bad("vm.kubernetes.namespace", k.Namespace, "not a namespace name: "+strings.Join(msgs, "; "))
+		}
+		for key, v := range map[string]string{"vm.kubernetes.runtime_class": k.RuntimeClass, "vm.kubernetes.storage_class": k.StorageClass} {
+			if v == "" {
+				continue
+			}
+			if msgs := validation.IsDNS1123Subdomain(v); len(msgs) > 0 {
+				bad(key, v, "not a class name: "+strings.Join(msgs, "; "))
+			}
+		}
+		if k.Kubeconfig != "" {
+			if _, err := os.Stat(k.Kubeconfig); err != nil {
+				bad("vm.kubernetes.kubeconfig", k.Kubeconfig, "cannot read: "+err.Error())
+			}
+		}
 	default:
-		bad("vm.backend", c.VM.Backend, "want qemu or none")
+		bad("vm.backend", c.VM.Backend, "want qemu, kubernetes or none")
+	}
+	if c.Store.DSN != "" {
+		if u, err := url.Parse(c.Store.DSN); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+			// The value may hold a password: name it masked.
+			bad("store.dsn", MaskDSN(c.Store.DSN), "want empty (SQLite in the data dir) or a postgres:// URL")
+		}
 	}
 	switch c.VM.Accel {
 	case "", "kvm", "tcg":
