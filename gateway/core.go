@@ -13,6 +13,7 @@ import (
 	"sbx.dev/sbx/fleet/seal"
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/kube"
 	"sbx.dev/sbx/vm/qemu"
 )
 
@@ -56,9 +57,12 @@ func (s *Server) startCore(ctx context.Context) error {
 		s.core.why = "boxes are not available on this gateway (vm.backend=none)"
 		return nil
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.guestBinary(), Logger: s.log.With("part", "vm")})
+	be, err := s.backend(ctx)
 	if err != nil {
 		s.core.why = fmt.Sprintf("boxes are unavailable on this host: %v (run `sbx doctor`)", err)
+		if s.cfg.VM.Backend == "kubernetes" {
+			s.core.why = fmt.Sprintf("boxes are unavailable on this gateway: %v (check vm.kubernetes.*)", err)
+		}
 		s.log.Warn("running without boxes", "why", err)
 		return nil
 	}
@@ -70,11 +74,22 @@ func (s *Server) startCore(ctx context.Context) error {
 		return fmt.Errorf("vm manager: %w", err)
 	}
 	fc := s.cfg.Fleet
-	// Each machine's one network path; its policy comes from the fleet.
-	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
-	s.core.net.fleet = s.core.ready.Load
+	var netw fleet.Network
+	noNet := ""
+	if s.cfg.VM.Backend == "kubernetes" {
+		// A box Pod has no network at all (its agent deletes the Pod's
+		// interfaces): the per-box egress socket of network.go is a
+		// QEMU guestfwd and has no Pod equivalent yet. What needs the
+		// network (allow-lists, the model endpoint) is refused by name.
+		noNet = "vm.backend kubernetes gives boxes no network yet (no egress proxy, git or model endpoint in the Pod)"
+	} else {
+		// Each machine's one network path; its policy comes from the fleet.
+		s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
+		s.core.net.fleet = s.core.ready.Load
+		netw = s.core.net
+	}
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
-		Network: s.core.net,
+		Network: netw, NoNetwork: noNet,
 		MCP:     s.store, Sealer: s.core.sealer,
 		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
@@ -94,6 +109,19 @@ func (s *Server) startCore(ctx context.Context) error {
 		s.log.Warn("redactor refresh", "err", err)
 	}
 	return nil
+}
+
+// backend is the machines' backend vm.backend names.
+func (s *Server) backend(ctx context.Context) (vm.Backend, error) {
+	log := s.log.With("part", "vm")
+	if s.cfg.VM.Backend != "kubernetes" {
+		return qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.guestBinary(), Logger: log})
+	}
+	k := s.cfg.VM.Kubernetes
+	return kube.New(ctx, kube.Config{
+		Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, RuntimeClass: k.RuntimeClass,
+		StorageClass: k.StorageClass, Image: k.Image, Logger: log,
+	})
 }
 
 // GuestBinaryName is the guest binary `go tool task build` puts next to sbx

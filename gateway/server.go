@@ -17,10 +17,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alexedwards/scs/v2"
 	"github.com/charmbracelet/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/gateway/boxnet"
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/gateway/mcp"
@@ -30,6 +33,7 @@ import (
 	"sbx.dev/sbx/gateway/web"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
+	"sbx.dev/sbx/store/postgres"
 )
 
 // DBFile and AddrFile live in the data dir.
@@ -76,7 +80,11 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 
-	store     *store.SQLite
+	store     dataStore
+	sessions  scs.Store
+	// shared is the PostgreSQL store when store.dsn names one (several
+	// gateways share it): leases and notifications; nil on SQLite.
+	shared    *postgres.Store
 	keys      *keys.Service
 	audit     *audit.Log
 	hostKey   gossh.Signer
@@ -108,11 +116,12 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, DBFile))
+	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, errc: make(chan error, 2)}
+	st, err := s.openStore(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
+		return nil, err
 	}
-	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, store: st, errc: make(chan error, 2)}
+	s.store = st
 	s.bg, s.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 	ok := false
 	defer func() {
@@ -189,7 +198,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		Fleet:           s.core.fleet,
 		Audit:           s.audit,
 		MCP:             mcpHandler,
-		Sessions:        st.SessionStore(opts.Now),
+		Sessions:        s.sessions,
 		SecureCookies:   cfg.HTTP.TLSCert != "" || cfg.Web.SecureCookies,
 		SessionIdle:     cfg.Web.SessionIdle.D(),
 		SessionLifetime: cfg.Web.SessionLifetime.D(),
@@ -224,6 +233,47 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 	}
 	ok = true
 	return s, nil
+}
+
+// dataStore is everything the gateway keeps in its database; store.SQLite
+// and postgres.Store both are one.
+type dataStore interface {
+	keys.Store
+	keys.WebStore
+	audit.Store
+	accounts.Store
+	fleet.Store
+	fleet.MCPStore
+	Close() error
+}
+
+var (
+	_ dataStore = (*store.SQLite)(nil)
+	_ dataStore = (*postgres.Store)(nil)
+)
+
+// openStore opens the database store.dsn names: SQLite in the data dir
+// when it is empty, else PostgreSQL (shared with other gateways).
+func (s *Server) openStore(ctx context.Context) (dataStore, error) {
+	if s.cfg.Store.DSN == "" {
+		st, err := store.Open(ctx, filepath.Join(s.cfg.DataDir, DBFile))
+		if err != nil {
+			return nil, fmt.Errorf("open store in %s: %w", s.cfg.DataDir, err)
+		}
+		s.sessions = st.SessionStore(s.opts.Now)
+		return st, nil
+	}
+	st, err := postgres.Open(ctx, s.cfg.Store.DSN)
+	if err != nil {
+		// pgx errors can quote the DSN: say which one, masked, and
+		// redact the error's text the same way.
+		dsn := config.MaskDSN(s.cfg.Store.DSN)
+		msg := strings.ReplaceAll(err.Error(), s.cfg.Store.DSN, dsn)
+		return nil, fmt.Errorf("store.dsn %s: %s", dsn, msg)
+	}
+	s.sessions = st.SessionStore(s.opts.Now)
+	s.shared = st
+	return st, nil
 }
 
 // Start listens on both addresses and serves in the background; Wait
