@@ -90,7 +90,7 @@ func (s *Server) startCore(ctx context.Context) error {
 	}
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
 		Network: netw, NoNetwork: noNet,
-		MCP:     s.store, Sealer: s.core.sealer,
+		MCP: s.store, Sealer: s.core.sealer,
 		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
 		Policy: fleet.Policy{

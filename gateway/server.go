@@ -80,8 +80,8 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 
-	store     dataStore
-	sessions  scs.Store
+	store    dataStore
+	sessions scs.Store
 	// shared is the PostgreSQL store when store.dsn names one (several
 	// gateways share it): leases and notifications; nil on SQLite.
 	shared    *postgres.Store
