@@ -60,6 +60,10 @@ func Diagnose(ctx context.Context, dataDir string) []Check {
 	} else {
 		out = append(out, Check{Name: "accelerator", Detail: "not probed: needs QEMU and a kernel"})
 	}
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		_, why := host.RAMDir(abs)
+		out = append(out, Check{Name: "guest RAM", OK: true, Detail: why})
+	}
 	out = append(out, busyboxCheck())
 	out = append(out, initramfsCheck(dataDir))
 	for _, tool := range []struct{ bin, pkg string }{{"mkfs.ext4", "e2fsprogs"}, {"qemu-img", "qemu-utils"}} {

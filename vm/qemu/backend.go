@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	switch cfg.RAMDir {
 	case "":
-		b.ramDir = defaultRAMDir(dataDir)
+		b.ramDir, _ = host.RAMDir(dataDir)
 	case "none":
 	default:
 		if b.ramDir, err = filepath.Abs(cfg.RAMDir); err != nil {

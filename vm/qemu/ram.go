@@ -2,8 +2,6 @@ package qemu
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,23 +24,6 @@ import (
 // directory (RAMDir), and a sleep copies the written parts of it to the
 // box's directory before the snapshot is declared good; a wake maps that
 // disk copy (its blocks exist already, so faults are cheap reads).
-
-// tmpfsMagic is statfs's f_type for tmpfs.
-const tmpfsMagic = 0x01021994
-
-// defaultRAMDir is /dev/shm/sbx-<hash of the data dir> when /dev/shm is a
-// writable tmpfs, else "" (RAM files in the box directories).
-func defaultRAMDir(dataDir string) string {
-	var st unix.Statfs_t
-	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != tmpfsMagic {
-		return ""
-	}
-	if unix.Access("/dev/shm", unix.W_OK) != nil {
-		return ""
-	}
-	h := sha256.Sum256([]byte(dataDir))
-	return filepath.Join("/dev/shm", "sbx-"+hex.EncodeToString(h[:6]))
-}
 
 // tmpRAMFile is a new tmpfs RAM file name for a machine of box name: one
 // per machine, so removing a dead machine's file can never hit the next

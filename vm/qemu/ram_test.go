@@ -12,6 +12,7 @@ import (
 
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/qemu/host"
 )
 
 // TestCopySparseKeepsHoles: the sleep's copy of a guest's memory writes
@@ -64,8 +65,9 @@ func TestCopySparseKeepsHoles(t *testing.T) {
 // destroy and a killed machine leave nothing in the RAM dir.
 func TestGuestRAMOnTmpfs(t *testing.T) {
 	k := testKernel(t)
-	ramDir := defaultRAMDir(t.TempDir())
+	ramDir, why := host.RAMDir(t.TempDir())
 	if ramDir == "" {
+		t.Log(why)
 		t.Skip("/dev/shm is not a writable tmpfs here")
 	}
 	ramDir = filepath.Join(filepath.Dir(ramDir), "sbx-test-"+filepath.Base(t.TempDir()))
