@@ -181,6 +181,16 @@ func TestAgentImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("agent image boot: %v", time.Since(t0))
+	// An image box boots the initramfs without busybox (2 MB less to
+	// unpack): the image has its own shell.
+	if bx, _ := be.get("debian"); bx.rec.Machine.Initramfs == be.Initramfs() && be.imageInitramfs != be.initramfs {
+		t.Errorf("image box booted %s, the initramfs with busybox", bx.rec.Machine.Initramfs)
+	}
+	if ls, _ := os.Stat(be.imageInitramfs); ls != nil {
+		if ps, _ := os.Stat(be.initramfs); ps != nil && ps.Size()-ls.Size() < 1<<20 && busyboxFound() {
+			t.Errorf("image initramfs %d bytes, plain %d: busybox was not left out", ls.Size(), ps.Size())
+		}
+	}
 	for _, argv := range [][]string{{"git", "--version"}, {"node", "--version"}} {
 		p, err := m.Exec(ctx, "debian", agent.ExecRequest{Argv: argv})
 		if err != nil {
@@ -306,4 +316,9 @@ func TestLongName(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "run", "*")); len(left) != 0 {
 		t.Fatalf("destroy left %v", left)
 	}
+}
+
+func busyboxFound() bool {
+	bb, err := exec.LookPath("busybox")
+	return err == nil && checkStatic(bb) == nil
 }
