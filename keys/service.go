@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"time"
 
@@ -200,12 +201,26 @@ func (s *Service) AddKeys(ctx context.Context, actor Actor, user, authorizedKeys
 // the last enabled admin.
 func (s *Service) RemoveKey(ctx context.Context, actor Actor, user, fingerprint string) (err error) {
 	e := s.entry(actor, "key.rm", user)
-	e.Detail = "key=" + short(fingerprint)
+	e.Detail = "key=" + fingerprintDetail(fingerprint)
 	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, user, true); err != nil {
 		return err
 	}
 	return s.store.DeleteKey(ctx, user, fingerprint, e)
+}
+
+// sha256Fingerprint is the shape of ssh.FingerprintSHA256: "SHA256:" and
+// 43 characters of unpadded base64.
+var sha256Fingerprint = regexp.MustCompile(`^SHA256:[A-Za-z0-9+/]{43}$`)
+
+// fingerprintDetail quotes a fingerprint in an audit row whole, so the row
+// names the very key (short would cut it at 40 of its 50 characters); input
+// of any other shape is shortened as usual.
+func fingerprintDetail(fp string) string {
+	if sha256Fingerprint.MatchString(fp) {
+		return fp
+	}
+	return short(fp)
 }
 
 // Keys lists the SSH keys of user.

@@ -532,3 +532,37 @@ func newKeyB(b *testing.B) (string, ssh.Signer) {
 	}
 	return authLine(s.PublicKey(), ""), s
 }
+
+// TestKeyRemovalAuditNamesWholeFingerprint: the key.rm row quotes the whole
+// SHA256 fingerprint (it used to be cut at 40 of 50 characters, so the row
+// did not say which key went), while odd input stays shortened.
+func TestKeyRemovalAuditNamesWholeFingerprint(t *testing.T) {
+	e := newEnv(t)
+	ks := mustAdd(t, e, "alice", keys.RoleAdmin, 2)
+	if err := e.svc.RemoveKey(ctx, actor("alice"), "alice", ks[0].Fingerprint); err != nil {
+		t.Fatal(err)
+	}
+	junk := "SHA256:" + strings.Repeat("x", 200)
+	if err := e.svc.RemoveKey(ctx, actor("alice"), "alice", junk); !errors.Is(err, keys.ErrNotFound) {
+		t.Fatalf("remove unknown key: %v", err)
+	}
+	rows, err := e.audit.List(ctx, audit.Filter{User: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var details []string
+	for _, r := range rows {
+		if r.Action == "key.rm" {
+			details = append(details, r.Detail)
+		}
+	}
+	if len(details) != 2 {
+		t.Fatalf("key.rm rows %q, want 2", details)
+	}
+	if !strings.HasPrefix(details[0], "key="+junk[:40]+"... ") {
+		t.Errorf("unknown key's row %q: want the input shortened", details[0])
+	}
+	if want := "key=" + ks[0].Fingerprint; details[1] != want {
+		t.Errorf("removed key's row %q, want %q", details[1], want)
+	}
+}
