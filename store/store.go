@@ -186,6 +186,13 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.apply(ctx, ms)
+}
+
+// apply runs the migrations ms (numbered 1..n) the database lacks, each in
+// its own transaction with its schema_migrations row: a migration that fails
+// leaves nothing of itself behind.
+func (s *SQLite) apply(ctx context.Context, ms []migration) error {
 	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
