@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -209,4 +210,49 @@ func FuzzLoadYAML(f *testing.F) {
 		}
 		_ = cfg.Validate()
 	})
+}
+
+// TestPrintedConfigMasksSecrets: `sbx config` shows no secret from the real
+// key table: the model API key, and a token or password in any base URL.
+func TestPrintedConfigMasksSecrets(t *testing.T) {
+	cases := []struct {
+		name, env, secret, keep string
+	}{
+		{"model api key", "SBX_MODEL_API_KEY=sk-ant-api03-hunter2", "hunter2", "api_key: '" + Mask + "'"},
+		{"password in model.upstream", "SBX_MODEL_UPSTREAM=https://proxy:hunter2@llm.example.com/v1", "hunter2", "upstream: https://" + Mask + "@llm.example.com/v1"},
+		{"user in model.upstream", "SBX_MODEL_UPSTREAM=https://proxy:hunter2@llm.example.com", "proxy", "llm.example.com"},
+		{"token in git.host", "SBX_GIT_HOST=https://ghp_hunter2@ghe.example.com", "hunter2", "host: https://" + Mask + "@ghe.example.com"},
+		{"password in web.public_url", "SBX_WEB_PUBLIC_URL=https://a:hunter2@sbx.example.com", "hunter2", "public_url: https://" + Mask + "@sbx.example.com"},
+		{"plain url untouched", "SBX_GIT_HOST=https://ghe.example.com:8443/base", "\x00", "host: https://ghe.example.com:8443/base"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load(Sources{DataDir: t.TempDir(), Environ: []string{c.env}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := cfg.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), c.secret) || !strings.Contains(string(out), c.keep) {
+				t.Fatalf("printed config leaks %q or lacks %q:\n%s", c.secret, c.keep, out)
+			}
+			// Printing masks a copy: the effective value is untouched.
+			if _, v, _ := strings.Cut(c.env, "="); cfg.Model.APIKey != v && cfg.Model.Upstream != v && cfg.Git.Host != v && cfg.Web.PublicURL != v {
+				t.Fatalf("effective config lost %q", v)
+			}
+		})
+	}
+}
+
+// TestSecretLookingKeysAreSecret keeps a new key named like a credential
+// from being printed in clear by `sbx config`.
+func TestSecretLookingKeysAreSecret(t *testing.T) {
+	credential := regexp.MustCompile(`(^|[._])(api_key|token|secret|password|seal_key|dsn)$`)
+	for _, f := range table {
+		if credential.MatchString(f.key) && !f.secret && f.mask == nil {
+			t.Errorf("config key %s looks like a credential but is printed in clear", f.key)
+		}
+	}
 }

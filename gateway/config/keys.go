@@ -154,16 +154,16 @@ var table = []field{
 	integer("fleet.max_boxes_per_user", func(c *Config) *int { return &c.Fleet.MaxBoxesPerUser }),
 	integer("fleet.max_boxes_per_host", func(c *Config) *int { return &c.Fleet.MaxBoxesPerHost }),
 	integer("fleet.warm_pool", func(c *Config) *int { return &c.Fleet.WarmPool }),
-	str("git.host", func(c *Config) *string { return &c.Git.Host }),
+	urlStr("git.host", func(c *Config) *string { return &c.Git.Host }),
 	secretStr("model.api_key", func(c *Config) *string { return &c.Model.APIKey }),
-	str("model.upstream", func(c *Config) *string { return &c.Model.Upstream }),
+	urlStr("model.upstream", func(c *Config) *string { return &c.Model.Upstream }),
 	integer("model.max_requests", func(c *Config) *int { return &c.Model.MaxRequests }),
 	integer("model.max_tokens", func(c *Config) *int { return &c.Model.MaxTokens }),
 	dur("mcp.wait_max", func(c *Config) *Duration { return &c.MCP.WaitMax }),
 	dur("web.session_idle", func(c *Config) *Duration { return &c.Web.SessionIdle }),
 	dur("web.session_lifetime", func(c *Config) *Duration { return &c.Web.SessionLifetime }),
 	boolean("web.secure_cookies", func(c *Config) *bool { return &c.Web.SecureCookies }),
-	str("web.public_url", func(c *Config) *string { return &c.Web.PublicURL }),
+	urlStr("web.public_url", func(c *Config) *string { return &c.Web.PublicURL }),
 }
 
 // dsnField is a database URL whose password is the secret: printed with
@@ -191,6 +191,29 @@ func MaskDSN(dsn string) string {
 		}
 	}
 	return strings.Join(fields, " ")
+}
+
+// urlStr is a base URL: printed with its userinfo (https://TOKEN@host,
+// https://user:password@host) masked whole, the host and path readable.
+func urlStr(key string, p func(*Config) *string) field {
+	f := str(key, p)
+	f.mask = maskUserinfo
+	return f
+}
+
+// maskUserinfo replaces a URL's userinfo with Mask; anything else is
+// returned unchanged.
+func maskUserinfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	scheme, rest, ok := strings.Cut(u.String(), "://")
+	if !ok {
+		return Mask
+	}
+	return scheme + "://" + Mask + "@" + rest
 }
 
 func secretStr(key string, p func(*Config) *string) field {
