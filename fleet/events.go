@@ -80,7 +80,7 @@ func (f *Fleet) events(ctx context.Context, caller keys.Actor) <-chan Event {
 
 // emit publishes an event about rec.
 func (f *Fleet) emit(rec record, kind, note string) {
-	f.hub.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: kind, State: rec.State, Note: f.red.String(note), At: f.now()})
+	f.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: kind, State: rec.State, Note: f.red.String(note), At: f.now()})
 }
 
 // load reads a box's record.

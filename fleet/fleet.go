@@ -55,7 +55,7 @@ type Policy struct {
 // Config wires the core.
 type Config struct {
 	Store    Store
-	VM       *vm.Manager
+	VM       Machines
 	Accounts *accounts.Service
 	Audit    *audit.Log
 	Redactor *redact.Redactor
@@ -76,13 +76,18 @@ type Config struct {
 	// no MCP servers.
 	MCP    MCPStore
 	Sealer Sealer
+	// Cluster, when set, is the database this gateway shares with others
+	// (see Cluster); ID names this gateway among them (unique per
+	// process). nil: the only gateway.
+	Cluster Cluster
+	ID      string
 }
 
 // Fleet is the core. Safe for concurrent use; operations on one box are
 // serialised by the box's lock.
 type Fleet struct {
 	store    Store
-	vm       *vm.Manager
+	vm       Machines
 	accounts *accounts.Service
 	audit    *audit.Log
 	red      *redact.Redactor
@@ -94,6 +99,8 @@ type Fleet struct {
 	noNet    string
 	mcp      MCPStore
 	sealer   Sealer
+	cluster  Cluster
+	id       string
 
 	mu     sync.Mutex
 	policy Policy
@@ -113,6 +120,10 @@ type boxRT struct {
 	log     *runlog.Log
 	stop    context.CancelFunc // ends the current turn's follower
 	stopped chan struct{}      // closed when that follower returned
+	// On a cluster (guarded by Fleet.mu): how far this gateway's copy of
+	// the log goes, and whether a mirror is bringing it up to date.
+	pos       *logPos
+	mirroring chan struct{} // closed when the mirror has the finished turns
 }
 
 // New starts the core over a started vm.Manager: it reopens every box's log,
@@ -138,11 +149,26 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		store: cfg.Store, vm: cfg.VM, accounts: cfg.Accounts, audit: cfg.Audit, red: cfg.Redactor,
 		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, noNet: cfg.NoNetwork, mcp: cfg.MCP, sealer: cfg.Sealer,
 		policy: cfg.Policy, boxes: map[string]*boxRT{},
+		cluster: cfg.Cluster, id: cfg.ID,
+	}
+	if f.cluster != nil && f.id == "" {
+		return nil, errors.New("fleet: a Cluster needs an ID")
 	}
 	f.hub.init()
 	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if f.cluster != nil {
+		// Listen before recovering, so no change made meanwhile is missed.
+		ch, err := f.cluster.Listen(f.ctx, ClusterChannel)
+		if err != nil {
+			f.cancel()
+			return nil, fmt.Errorf("fleet: %w", err)
+		}
+		f.wg.Add(1)
+		go f.listen(ch)
+	}
 	if err := f.recover(ctx); err != nil {
 		f.cancel()
+		f.wg.Wait()
 		return nil, err
 	}
 	f.wg.Add(2)

@@ -180,7 +180,7 @@ func (f *Fleet) Tick(ctx context.Context) {
 			if last.IsZero() {
 				last = r.Updated
 			}
-			if now.Sub(last) >= p.IdleSleep {
+			if now.Sub(last) >= p.IdleSleep && f.once(ctx, fmt.Sprintf("box/%s/idle-sleep/%d", r.Name, last.UnixNano()), timerTTL) {
 				f.timer(ctx, r.Name, func(rt *boxRT, rec *record) error {
 					return f.sleepLocked(ctx, system(), rt, rec, fmt.Sprintf("idle for %s", p.IdleSleep))
 				}, func(rec record) bool {
@@ -191,13 +191,17 @@ func (f *Fleet) Tick(ctx context.Context) {
 					return (rec.State == Running || rec.State == Waiting || rec.State == Done) && f.now().Sub(l) >= p.IdleSleep
 				})
 			}
-		case p.SleepTTL > 0 && r.State == Sleeping && !r.Keep && !r.SleptAt.IsZero() && now.Sub(r.SleptAt) >= p.SleepTTL:
+		case p.SleepTTL > 0 && r.State == Sleeping && !r.Keep && !r.SleptAt.IsZero() && now.Sub(r.SleptAt) >= p.SleepTTL &&
+			f.once(ctx, fmt.Sprintf("box/%s/sleep-ttl/%d", r.Name, r.SleptAt.UnixNano()), timerTTL):
 			f.timer(ctx, r.Name, func(rt *boxRT, rec *record) error {
 				return f.destroyLocked(ctx, system(), rt, rec, fmt.Sprintf("asleep for %s (sleep TTL)", p.SleepTTL))
 			}, func(rec record) bool {
 				return rec.State == Sleeping && !rec.Keep && f.now().Sub(rec.SleptAt) >= p.SleepTTL
 			})
 		}
+	}
+	if f.cluster != nil {
+		f.takeOver(ctx, recs)
 	}
 	f.refill()
 }
@@ -240,6 +244,11 @@ func (f *Fleet) recover(ctx context.Context) error {
 		rt.mu.Lock()
 		mb, vmErr := f.vm.Get(rec.VM)
 		switch {
+		case rec.State == Creating && f.cluster != nil && f.now().Sub(rec.Updated) < 10*time.Minute:
+			// Another gateway may be setting it up right now.
+		case rec.State == Running && !rec.TurnDone && f.cluster != nil && vmErr == nil && mb.State == vm.Running:
+			// Followed by whoever holds its lease; the ticks take it over
+			// when that gateway is gone.
 		case rec.State == Creating:
 			rec.Reason = "the gateway stopped while the box was being set up"
 			_ = f.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
@@ -255,7 +264,8 @@ func (f *Fleet) recover(ctx context.Context) error {
 		rt.mu.Unlock()
 	}
 	for _, b := range f.vm.List() {
-		if strings.HasPrefix(b.Name, poolPrefix) && !used[b.Name] {
+		// On a cluster the unclaimed warm boxes may be another gateway's.
+		if f.cluster == nil && strings.HasPrefix(b.Name, poolPrefix) && !used[b.Name] {
 			if b.State == vm.Running {
 				if f.net != nil {
 					_, _ = f.net.Attach(ctx, b.Name)
@@ -286,6 +296,10 @@ func (f *Fleet) watchVM() {
 		}
 		for _, r := range recs {
 			if r.VM != ev.Box || r.State == Failed || r.State == Destroyed {
+				continue
+			}
+			// Every gateway sees the machine fail; one records it.
+			if !f.once(f.ctx, fmt.Sprintf("box/%s/fail/%d", r.Name, ev.At.UnixNano()), timerTTL) {
 				continue
 			}
 			rt := f.rt(r.Name)

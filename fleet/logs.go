@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"sbx.dev/sbx/fleet/runlog"
 	"sbx.dev/sbx/keys"
@@ -45,6 +46,17 @@ func (f *Fleet) logs(ctx context.Context, caller keys.Actor, name string, from i
 	l, err := f.openLog(name)
 	if err != nil {
 		return nil, f.safeErr(err)
+	}
+	// On a cluster the turns may run through another gateway: copy what
+	// this gateway's log lacks from the box (and follow the turn).
+	caught := f.mirror(name)
+	if !follow {
+		select {
+		case <-caught:
+		case <-time.After(30 * time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	size := l.Size()
 	if from > size {

@@ -79,7 +79,7 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 	if action != "box.start" {
 		header += "> " + strings.ReplaceAll(message, "\n", "\n> ") + "\n"
 	}
-	if err := f.appendLog(rec.Name, header); err != nil {
+	if err := f.logAt(rec.Name, rec.Turn, logHeader, 0, header); err != nil {
 		return err
 	}
 	proc, err := f.vm.Exec(ctx, rec.VM, agent.ExecRequest{Argv: argv, Env: f.agentEnv(*rec)})
@@ -138,9 +138,19 @@ func (f *Fleet) appendLog(name, text string) error {
 // the box's log and ends the turn: from live (the turn's own exec) when the
 // turn has just started, else from the turn file at the stored offset. The
 // caller holds the box's lock.
+//
+// On a cluster only the gateway holding the box's follow lease follows
+// (and ends) its turn; another leaves a live process running and lets the
+// holder, or whoever takes the lease over, follow it.
 func (f *Fleet) follow(rec record, live *agent.Process) {
 	rt := f.rt(rec.Name)
 	f.stopFollow(rt)
+	if f.cluster != nil && !f.once(f.ctx, followLease(rec.Name), followTTL) {
+		if live != nil {
+			live.Detach()
+		}
+		return
+	}
 	ctx, cancel := context.WithCancel(f.ctx)
 	stopped := make(chan struct{})
 	rt.stop, rt.stopped = cancel, stopped
@@ -148,6 +158,11 @@ func (f *Fleet) follow(rec record, live *agent.Process) {
 	go func() {
 		defer f.wg.Done()
 		defer close(stopped)
+		if f.cluster != nil {
+			hctx, hcancel := context.WithCancel(ctx)
+			defer hcancel()
+			f.wg.Go(func() { f.holdFollow(hctx, rec.Name, cancel) })
+		}
 		f.followTurn(ctx, rec, stopped, live)
 	}()
 }
@@ -180,7 +195,7 @@ func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}, 
 		var n int64
 		var err error
 		if attempt == 0 && live != nil {
-			code, n, err = f.followStream(ctx, rec, parser, live, raw, false)
+			code, n, err = f.followStream(ctx, rec, parser, live, raw, false, false)
 		} else {
 			code, n, err = f.followOnce(ctx, rec, parser, out, exit, raw)
 		}
@@ -191,6 +206,12 @@ func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}, 
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if f.cluster != nil {
+			// Another gateway may have slept, destroyed or moved the box on.
+			if cur, lerr := f.load(ctx, rec.Name); lerr == nil && (cur.State != Running || cur.Turn != rec.Turn || cur.TurnDone) {
+				return
+			}
 		}
 		f.log.Warn("following a turn failed; retrying", "box", rec.Name, "turn", rec.Turn, "err", err)
 		if attempt >= 20 {
@@ -209,6 +230,11 @@ func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}, 
 // followOnce streams from raw; it returns the agent's exit code, how many
 // raw bytes it consumed, and an error when the stream broke first.
 func (f *Fleet) followOnce(ctx context.Context, rec record, parser parser, out, exit string, raw int64) (int, int64, error) {
+	return f.followOnceAs(ctx, rec, parser, out, exit, raw, false)
+}
+
+// followOnceAs is followOnce; a mirror only copies into this gateway's log.
+func (f *Fleet) followOnceAs(ctx context.Context, rec record, parser parser, out, exit string, raw int64, mirror bool) (int, int64, error) {
 	proc, err := f.vm.Exec(ctx, rec.VM, agent.ExecRequest{
 		Argv: []string{guestSBX, "box", "follow", "--exit", exit, "--from", strconv.FormatInt(raw, 10), out},
 	})
@@ -216,15 +242,16 @@ func (f *Fleet) followOnce(ctx context.Context, rec record, parser parser, out, 
 		return 0, 0, err
 	}
 	proc.Stdin().Close()
-	return f.followStream(ctx, rec, parser, proc, raw, true)
+	return f.followStream(ctx, rec, parser, proc, raw, true, mirror)
 }
 
 // followStream logs what the parser makes of each raw line of proc's
 // output, which starts at raw offset raw. When the follower is stopped the
 // stream is let go at once: a follow process is killed (it blocks while
 // the agent is quiet), the agent's own exec only detached (the agent runs
-// on).
-func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, proc *agent.Process, raw int64, kill bool) (int, int64, error) {
+// on). A mirror (cluster) only copies into this gateway's log: the
+// follower elsewhere records offsets and publishes output.
+func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, proc *agent.Process, raw int64, kill, mirror bool) (int, int64, error) {
 	defer context.AfterFunc(ctx, func() {
 		if !kill {
 			proc.Detach()
@@ -235,8 +262,7 @@ func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, pro
 		_ = proc.Signal(kctx, syscall.SIGKILL)
 	})()
 	go io.Copy(io.Discard, proc.Stderr())
-	logf, err := f.openLog(rec.Name)
-	if err != nil {
+	if _, err := f.openLog(rec.Name); err != nil {
 		return 0, 0, err
 	}
 	br := bufio.NewReaderSize(proc.Stdout(), 64<<10)
@@ -244,7 +270,7 @@ func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, pro
 	lastSave := time.Now()
 	lastEvent := time.Time{}
 	flush := func(force bool) {
-		if !force && time.Since(lastSave) < time.Second {
+		if mirror || !force && time.Since(lastSave) < time.Second {
 			return
 		}
 		lastSave = time.Now()
@@ -252,12 +278,13 @@ func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, pro
 	}
 	logLine := func(line []byte) error {
 		text := parser.line(trimNL(line))
-		if text != "" {
-			if _, werr := logf.Write([]byte(text)); werr != nil {
-				return werr
-			}
+		if werr := f.logAt(rec.Name, rec.Turn, logLine, raw+consumed+int64(len(line)), text); werr != nil {
+			return werr
 		}
 		consumed += int64(len(line))
+		if mirror {
+			return nil
+		}
 		if sess := parser.session(); sess != "" && sess != rec.Session {
 			// Record the conversation at once: a forced follow-up may
 			// interrupt this turn before its end and must resume it.
@@ -266,7 +293,7 @@ func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, pro
 		}
 		if time.Since(lastEvent) > 250*time.Millisecond {
 			lastEvent = time.Now()
-			f.hub.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: EventOutput, State: Running, At: f.now()})
+			f.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: EventOutput, State: Running, At: f.now()})
 		}
 		flush(false)
 		return nil
@@ -371,7 +398,7 @@ func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser
 	if code == -1 {
 		status = "lost (the box's agent could not be followed)"
 	}
-	_ = f.appendLog(name, fmt.Sprintf("── turn %d ended: %s ──\n", turn, status))
+	_ = f.logAt(name, turn, logEnd, 0, fmt.Sprintf("── turn %d ended: %s ──\n", turn, status))
 	if q := f.question(bg, rec); q != "" {
 		rec.Question = q
 		if err := f.transition(bg, &rec, Waiting, system(), "box.question", ""); err != nil {

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +24,7 @@ import (
 type core struct {
 	accounts *accounts.Service
 	red      *redact.Redactor
-	vm       *vm.Manager
+	vm       machines
 	fleet    *fleet.Fleet
 	net      *network
 	sealer   *seal.Sealer
@@ -32,6 +34,12 @@ type core struct {
 	// why is set when the gateway runs without boxes (vm.backend none, or
 	// QEMU/kernel missing): the fronts say it.
 	why string
+}
+
+// machines is vm.Manager on one host, kube.Machines on a cluster.
+type machines interface {
+	fleet.Machines
+	Close() error
 }
 
 // startCore builds the core. A host that cannot run boxes still serves
@@ -66,12 +74,38 @@ func (s *Server) startCore(ctx context.Context) error {
 		s.log.Warn("running without boxes", "why", err)
 		return nil
 	}
-	s.core.vm, err = vm.New(ctx, vm.Config{
-		Backend: be, MaxBoxes: s.cfg.VM.MaxBoxes, MaxMemoryMiB: s.cfg.VM.MaxMemoryMiB,
-		Logger: s.log.With("part", "vm"),
-	})
+	var id string
+	if kb, ok := be.(*kube.Backend); ok {
+		// Every gateway of a cluster sees every box: their state lives on
+		// the cluster, and what all notice is done by the lease holder.
+		var once func(context.Context, string, time.Duration) bool
+		if s.shared != nil {
+			id = gatewayID()
+			once = func(ctx context.Context, key string, ttl time.Duration) bool {
+				ok, err := s.shared.TryLease(ctx, key, id, ttl)
+				if err != nil {
+					s.log.Warn("lease", "lease", key, "err", err)
+				}
+				return ok && err == nil
+			}
+		}
+		s.core.vm, err = kube.NewMachines(ctx, kb, kube.MachinesConfig{Once: once, Logger: s.log.With("part", "vm")})
+	} else {
+		s.core.vm, err = vm.New(ctx, vm.Config{
+			Backend: be, MaxBoxes: s.cfg.VM.MaxBoxes, MaxMemoryMiB: s.cfg.VM.MaxMemoryMiB,
+			Logger: s.log.With("part", "vm"),
+		})
+	}
 	if err != nil {
+		_ = be.Close()
 		return fmt.Errorf("vm manager: %w", err)
+	}
+	var cluster fleet.Cluster
+	if s.shared != nil {
+		if id == "" {
+			id = gatewayID()
+		}
+		cluster = s.shared
 	}
 	fc := s.cfg.Fleet
 	var netw fleet.Network
@@ -93,6 +127,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		MCP: s.store, Sealer: s.core.sealer,
 		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
+		Cluster: cluster, ID: id,
 		Policy: fleet.Policy{
 			MaxDuration: fc.MaxDuration.D(), IdleSleep: fc.IdleSleep.D(), SleepTTL: fc.SleepTTL.D(),
 			MaxBoxesPerUser: fc.MaxBoxesPerUser, MaxBoxesPerHost: fc.MaxBoxesPerHost, WarmPool: fc.WarmPool,
@@ -122,6 +157,15 @@ func (s *Server) backend(ctx context.Context) (vm.Backend, error) {
 		Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, RuntimeClass: k.RuntimeClass,
 		StorageClass: k.StorageClass, Image: k.Image, Logger: log,
 	})
+}
+
+// gatewayID names this process among the gateways sharing a database
+// (lease holder, origin of notifications).
+func gatewayID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // GuestBinaryName is the guest binary `go tool task build` puts next to sbx
