@@ -8,7 +8,7 @@ package main
 //	shutdown [-9] [-within DUR] [-when RE [-after DUR]]  signal once serve.log matches RE (and DUR passed); TERM must finish within DUR
 //	sshx KEY [ssh options... --] [command...] run OpenSSH as the owner of $WORK/KEY against the server
 //	sshloop N KEY [command...]                run sshx N times, each must fail authentication
-//	http [-token FILE] [-H 'K: V'] [-body S] [-bodysize N] [-secure] [-xff A] METHOD PATH
+//	http [-token FILE] [-H 'K: V'] [-body S] [-bodysize N] [-secure [-console]] [-jar FILE] METHOD PATH|@FILE
 //	                                          one HTTP request; prints "HTTP <code>", headers, a blank line, the body
 //	clock DUR                                 shift the server's clock by DUR (test clock file)
 //	sshprobe KEY KIND                         x/crypto client: ask for agent|x11|direct-tcpip|tcpip-forward|env and print accepted/refused
@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -363,6 +364,8 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	body := fs.String("body", "", "request body")
 	bodySize := fs.Int("bodysize", 0, "send a JSON string body of this many bytes")
 	secure := fs.Bool("secure", false, "fail unless every security header is present")
+	jar := fs.String("jar", "", "cookie file: its name=value lines are sent, Set-Cookie answers update it")
+	console := fs.Bool("console", false, "with -secure: a console route, whose CSP may add report-uri and whose errors may be HTML pages")
 	ts.Check(fs.Parse(args))
 	if fs.NArg() != 2 {
 		ts.Fatalf("usage: http [flags] METHOD PATH")
@@ -374,7 +377,14 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	case *body != "":
 		rd = strings.NewReader(*body)
 	}
-	req, err := http.NewRequest(fs.Arg(0), ts.Getenv("HTTP_URL")+fs.Arg(1), rd)
+	path := fs.Arg(1)
+	if name, ok := strings.CutPrefix(path, "@"); ok {
+		// The URL an earlier command printed, e.g. a login link.
+		data, err := os.ReadFile(ts.MkAbs(name))
+		ts.Check(err)
+		path = strings.TrimPrefix(strings.TrimSpace(string(data)), ts.Getenv("HTTP_URL"))
+	}
+	req, err := http.NewRequest(fs.Arg(0), ts.Getenv("HTTP_URL")+path, rd)
 	ts.Check(err)
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -388,6 +398,16 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 		k, v, _ := strings.Cut(h, ":")
 		req.Header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
+	cookies := map[string]string{}
+	if *jar != "" {
+		data, _ := os.ReadFile(ts.MkAbs(*jar))
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				cookies[k] = v
+				req.AddCookie(&http.Cookie{Name: k, Value: v})
+			}
+		}
+	}
 	client := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}, Transport: &http.Transport{
@@ -397,6 +417,20 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	resp, err := client.Do(req)
 	ts.Check(err)
 	defer resp.Body.Close()
+	if *jar != "" {
+		for _, c := range resp.Cookies() {
+			if c.MaxAge < 0 || c.Value == "" {
+				delete(cookies, c.Name)
+			} else {
+				cookies[c.Name] = c.Value
+			}
+		}
+		var b strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(cookies)) {
+			fmt.Fprintf(&b, "%s=%s\n", k, cookies[k])
+		}
+		ts.Check(os.WriteFile(ts.MkAbs(*jar), []byte(b.String()), 0o600))
+	}
 	data, err := io.ReadAll(resp.Body)
 	ts.Check(err)
 	var b strings.Builder
@@ -413,7 +447,11 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	fmt.Fprint(ts.Stdout(), b.String())
 	if *secure {
 		for k, want := range secureHeaders {
-			if got := resp.Header.Get(k); got != want {
+			got := resp.Header.Get(k)
+			if *console && k == "Content-Security-Policy" && got == want+"; report-uri /csp-report" {
+				continue
+			}
+			if got != want {
 				ts.Fatalf("%s %s → %d: header %s = %q, want %q", fs.Arg(0), fs.Arg(1), resp.StatusCode, k, got, want)
 			}
 		}
@@ -434,7 +472,7 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 		case resp.TLS != nil && hsts != "max-age=31536000; includeSubDomains":
 			ts.Fatalf("HSTS under TLS = %q", hsts)
 		}
-		if ct := resp.Header.Get("Content-Type"); resp.StatusCode >= 400 && !strings.HasPrefix(ct, "application/json") {
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode >= 400 && !strings.HasPrefix(ct, "application/json") && !*console {
 			ts.Fatalf("error response with Content-Type %q, want JSON", ct)
 		}
 	}
