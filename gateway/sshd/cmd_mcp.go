@@ -1,7 +1,6 @@
 package sshd
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -9,10 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/internal/headertext"
 )
-
-// maxStdinHeaders caps the headers read from stdin.
-const maxStdinHeaders = 64 << 10
 
 func (c *call) mcpCmd() *cobra.Command {
 	cmd := group(&cobra.Command{Use: "mcp", Short: "Manage the MCP servers your boxes reach through the gateway (their secrets never enter a box)"})
@@ -27,24 +24,12 @@ func (c *call) mcpCmd() *cobra.Command {
 			}
 			headers := map[string]string{}
 			if _, _, isPty := c.sess.Pty(); !isPty {
-				data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxStdinHeaders+1))
+				data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), headertext.MaxBytes+1))
 				if err != nil {
 					return fmt.Errorf("read headers from stdin: %w", err)
 				}
-				if len(data) > maxStdinHeaders {
-					return fmt.Errorf("headers on stdin: more than %d bytes: %w", maxStdinHeaders, fleet.ErrInvalid)
-				}
-				sc := bufio.NewScanner(strings.NewReader(string(data)))
-				for sc.Scan() {
-					line := strings.TrimSpace(sc.Text())
-					if line == "" {
-						continue
-					}
-					k, v, ok := strings.Cut(line, ":")
-					if !ok {
-						return fmt.Errorf("header line %q: want \"Name: value\": %w", k, fleet.ErrInvalid)
-					}
-					headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+				if headers, err = headertext.Parse(string(data)); err != nil {
+					return err
 				}
 			}
 			s, err := f.AddMCPServer(cmd.Context(), c.actor, args[0], args[1], headers)
