@@ -1,0 +1,360 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The test cluster of hack/cluster (go tool task cluster-up).
+const (
+	clusterBoxImage     = "sbx.local/box:dev"
+	clusterStorageClass = "sbx-test-hostpath"
+)
+
+// testCluster is the throwaway cluster and PostgreSQL, with a namespace and
+// a database of this test's own.
+type testCluster struct {
+	kubeconfig, namespace, dsn string
+}
+
+// clusterUp returns the test cluster, or skips saying why.
+func clusterUp(t *testing.T) testCluster {
+	t.Helper()
+	dir := os.Getenv("SBX_CLUSTER_DIR")
+	if dir == "" {
+		dir = "/tmp/sbx-cluster"
+	}
+	kc := os.Getenv("SBX_KUBECONFIG")
+	if kc == "" {
+		kc = filepath.Join(dir, "kubeconfig")
+	}
+	dsn := os.Getenv("SBX_POSTGRES_DSN")
+	if dsn == "" {
+		b, err := os.ReadFile(filepath.Join(dir, "postgres.dsn"))
+		if err != nil {
+			t.Skipf("no test cluster: %v (run `go tool task cluster-up`)", err)
+		}
+		dsn = strings.TrimSpace(string(b))
+	}
+	if _, err := os.Stat(kc); err != nil {
+		t.Skipf("no test cluster: %v (run `go tool task cluster-up`)", err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Discovery().ServerVersion(); err != nil {
+		t.Skipf("no test cluster: the API server of %s does not answer: %v", kc, err)
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Skipf("no test cluster: PostgreSQL at %s does not answer: %v", dsn, err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	ns := "sbx-gw-" + suffix
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
+	db := "sbx_gw_" + suffix
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", db, err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + db
+	return testCluster{kubeconfig: kc, namespace: ns, dsn: u.String()}
+}
+
+// clusterGateway is one `sbx serve` process of the cluster.
+type clusterGateway struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	done chan error
+	port string
+	log  *bytes.Buffer
+}
+
+// startClusterGateway runs the real binary against the cluster's database
+// and namespace.
+func startClusterGateway(t *testing.T, bin string, c testCluster, name, data, adminPub string, extra ...string) *clusterGateway {
+	t.Helper()
+	_ = os.Remove(filepath.Join(data, AddrFile))
+	cmd := exec.Command(bin, append([]string{"serve", "--data", data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, extra...)...)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
+		"SBX_ADMIN_KEYS=" + adminPub,
+		"SBX_STORE_DSN=" + c.dsn,
+		"SBX_VM_BACKEND=kubernetes",
+		"SBX_VM_KUBERNETES_KUBECONFIG=" + c.kubeconfig,
+		"SBX_VM_KUBERNETES_NAMESPACE=" + c.namespace,
+		"SBX_VM_KUBERNETES_IMAGE=" + clusterBoxImage,
+		"SBX_VM_KUBERNETES_STORAGE_CLASS=" + clusterStorageClass,
+		"SBX_VM_MEMORY_MIB=256", "SBX_VM_WORKSPACE_MIB=64",
+		"SBX_LOG_FORMAT=json",
+	}
+	g := &clusterGateway{t: t, name: name, cmd: cmd, done: make(chan error, 1), log: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = g.log, g.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		g.kill()
+		if t.Failed() {
+			t.Logf("gateway %s log:\n%s", name, g.log.String())
+		}
+	})
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if addrs, ok := readAddrFile(filepath.Join(data, AddrFile)); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
+			_, g.port, _ = net.SplitHostPort(addrs["ssh"])
+			return g
+		}
+		select {
+		case err := <-g.done:
+			g.done <- err
+			t.Fatalf("gateway %s exited before listening: %v\n%s", name, err, g.log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("gateway %s did not listen within a minute:\n%s", name, g.log.String())
+	return nil
+}
+
+func readAddrFile(path string) (map[string]string, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	m := map[string]string{}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[k] = v
+		}
+	}
+	return m, m["ssh"] != "" && m["pid"] != ""
+}
+
+// kill ends the process at once (SIGKILL): a gateway that dies mid-run.
+func (g *clusterGateway) kill() {
+	if g.cmd.ProcessState != nil {
+		return
+	}
+	_ = g.cmd.Process.Kill()
+	err := <-g.done
+	g.done <- err
+}
+
+// ssh runs the real OpenSSH client against the gateway; it returns the
+// output and the exit status.
+func (g *clusterGateway) ssh(key, stdin string, args ...string) (string, int) {
+	g.t.Helper()
+	argv := append([]string{"-i", key, "-p", g.port, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "admin@127.0.0.1"}, args...)
+	cmd := exec.Command("ssh", argv...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		g.t.Fatalf("ssh %v: %v", args, err)
+	}
+	return string(out), code
+}
+
+func (g *clusterGateway) must(key string, args ...string) string {
+	g.t.Helper()
+	out, code := g.ssh(key, "", args...)
+	if code != 0 {
+		g.t.Fatalf("gateway %s: ssh %s: exit %d: %s", g.name, strings.Join(args, " "), code, out)
+	}
+	return out
+}
+
+// state reads a box's state through the gateway.
+func (g *clusterGateway) state(key, box string) string {
+	g.t.Helper()
+	var st struct {
+		State string `json:"state"`
+	}
+	out := g.must(key, "status", "--json", box)
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		g.t.Fatalf("status %s: %v: %s", box, err, out)
+	}
+	return st.State
+}
+
+func (g *clusterGateway) waitState(key, box, want string, within time.Duration) {
+	g.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		st := g.state(key, box)
+		if st == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("box %s is %s through gateway %s after %v, want %s", box, st, g.name, within, want)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// TestClusterTwoGateways runs two real gateway processes on the test
+// cluster's PostgreSQL and Kubernetes backend, driven by OpenSSH: a box
+// delegated through A is listed, exec'd and attached through B; A is killed
+// mid-turn and B follows the turn to its end, with the whole log; an idle
+// timer both gateways see puts each box to sleep exactly once.
+func TestClusterTwoGateways(t *testing.T) {
+	c := clusterUp(t)
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no OpenSSH client: ", err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sbx")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build sbx: %v\n%s", err, out)
+	}
+	key := filepath.Join(dir, "id")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Long enough for every step before the timer part, short enough to
+	// wait for.
+	const idle = 50 * time.Second
+	idleFlag := "fleet.idle_sleep=" + idle.String()
+	dataA, dataB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	a := startClusterGateway(t, bin, c, "A", dataA, string(pub), "--set", idleFlag)
+	b := startClusterGateway(t, bin, c, "B", dataB, string(pub), "--set", idleFlag)
+
+	// Delegated through A: a turn that says one line, waits, says another.
+	// (ssh sends one command line: the task is quoted to stay one word.)
+	out := a.must(key, "new", "--agent", "script", `"!say first line`+"\n!sleep 15\n"+`!say second line"`)
+	box := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+	if box == "" || strings.ContainsAny(box, " \t") {
+		t.Fatalf("new printed %q", out)
+	}
+
+	// Listed, exec'd and attached through B.
+	if ls := b.must(key, "ls"); !strings.Contains(ls, box) {
+		t.Fatalf("B does not list %s:\n%s", box, ls)
+	}
+	if got := b.must(key, "exec", box, "--", "cat", "/proc/1/cmdline"); !strings.Contains(got, "pod-agent") {
+		t.Fatalf("exec through B ran elsewhere: %q", got)
+	}
+	att, code := b.ssh(key, "echo attached-via-b\nexit 3\n", "-tt", "attach", box)
+	if code != 3 || !strings.Contains(att, "attached-via-b") {
+		t.Fatalf("attach through B: exit %d, output %q", code, att)
+	}
+	// B's copy of the log has what the turn printed so far.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(b.must(key, "logs", box), "first line") {
+		if time.Now().After(deadline) {
+			t.Fatalf("B's log of %s lacks the first line", box)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	// A dies mid-turn: nothing is lost. B takes the turn over and ends it.
+	if st := a.state(key, box); st != "running" {
+		t.Fatalf("box %s is %s before A is killed, want running", box, st)
+	}
+	a.kill()
+	if ls := b.must(key, "ls"); !strings.Contains(ls, box) {
+		t.Fatalf("B does not list %s after A died:\n%s", box, ls)
+	}
+	b.waitState(key, box, "done", 90*time.Second)
+	logs := b.must(key, "logs", box)
+	for _, w := range []string{"first line", "second line", "turn 1 ended: exit 0"} {
+		if strings.Count(logs, w) != 1 {
+			t.Fatalf("B's log of %s holds %q %d times, want once:\n%s", box, w, strings.Count(logs, w), logs)
+		}
+	}
+	if got := b.must(key, "exec", box, "--", "cat", "/var/lib/sbx/turns/1.out"); !strings.Contains(got, "second line") {
+		t.Fatalf("exec through B after A died: %q", got)
+	}
+
+	// A comes back; a second box through B. The idle timer fires on both
+	// gateways' ticks, and each box goes to sleep once.
+	a = startClusterGateway(t, bin, c, "A2", dataA, string(pub), "--set", idleFlag)
+	box2 := strings.TrimSpace(strings.SplitN(b.must(key, "new", "--agent", "script", `"!say hi"`), "\n", 2)[0])
+	a.waitState(key, box2, "done", time.Minute)
+	if logs := a.must(key, "logs", box2); !strings.Contains(logs, "hi") {
+		t.Fatalf("A's log of %s (turn followed by B): %q", box2, logs)
+	}
+	for _, bx := range []string{box, box2} {
+		a.waitState(key, bx, "sleeping", idle+time.Minute)
+	}
+	time.Sleep(12 * time.Second) // two more ticks of each gateway
+	var rows []struct {
+		Action, Target string
+	}
+	if err := json.Unmarshal([]byte(b.must(key, "audit", "--json", "--since", "1h")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, bx := range []string{box, box2} {
+		n := 0
+		for _, r := range rows {
+			if r.Action == "box.sleep" && r.Target == bx {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("box %s went to sleep %d times, want once", bx, n)
+		}
+	}
+	// Woken through the other gateway, it runs commands again.
+	if got := a.must(key, "exec", box, "--", "echo", "awake"); !strings.Contains(got, "awake") {
+		t.Fatalf("exec after wake: %q", got)
+	}
+	for _, bx := range []string{box, box2} {
+		b.must(key, "rm", bx)
+	}
+}
