@@ -148,3 +148,7 @@ func statusText(code int) string {
 func accountURL(name, suffix string) string {
 	return "/settings/accounts/" + url.PathEscape(name) + suffix
 }
+
+func mcpURL(name, suffix string) string {
+	return "/settings/mcp/" + url.PathEscape(name) + suffix
+}

@@ -35,6 +35,8 @@ type boxes interface {
 	RemoveAccount(ctx context.Context, caller keys.Actor, name string) error
 	SetDefaultAccount(ctx context.Context, caller keys.Actor, name string) error
 	MCPServers(ctx context.Context, caller keys.Actor) ([]fleet.MCPServer, error)
+	AddMCPServer(ctx context.Context, caller keys.Actor, name, rawURL string, headers map[string]string) (fleet.MCPServer, error)
+	RemoveMCPServer(ctx context.Context, caller keys.Actor, name string) error
 }
 
 // logStream is fleet.LogStream as the console uses it.

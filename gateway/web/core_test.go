@@ -425,6 +425,14 @@ func (c *scriptedCore) MCPServers(context.Context, keys.Actor) ([]fleet.MCPServe
 	return []fleet.MCPServer{{Name: "tools", URL: "https://mcp.example.com/mcp", Headers: []string{"Authorization"}}}, nil
 }
 
+func (c *scriptedCore) AddMCPServer(context.Context, keys.Actor, string, string, map[string]string) (fleet.MCPServer, error) {
+	return fleet.MCPServer{}, fmt.Errorf("scripted core keeps no MCP servers: %w", fleet.ErrUnavailable)
+}
+
+func (c *scriptedCore) RemoveMCPServer(context.Context, keys.Actor, string) error {
+	return fmt.Errorf("MCP server: %w", fleet.ErrNotFound)
+}
+
 func (c *scriptedCore) SetDefaultAccount(context.Context, keys.Actor, string) error {
 	return fmt.Errorf("account: %w", fleet.ErrNotFound)
 }

@@ -13,6 +13,7 @@ import (
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/internal/headertext"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/views"
 )
@@ -368,6 +369,57 @@ func (s *Server) accountAction(action string) http.HandlerFunc {
 		}
 		s.done(w, r, "/settings", msg)
 	}
+}
+
+// addMCPServer hands the form to the core: the headers text is split by
+// the parser SSH uses too (internal/headertext), every rule is the core's.
+// Refused, the page comes back with the core's message and the name and
+// URL as typed; the headers are never echoed (not in the page, the flash
+// or a URL).
+func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
+	core, ok := s.core(w, r)
+	if !ok || !s.form(w, r) {
+		return
+	}
+	c, _ := callerFrom(r.Context())
+	f := views.MCPForm{Name: strings.TrimSpace(r.PostFormValue("name")), URL: strings.TrimSpace(r.PostFormValue("url"))}
+	var m fleet.MCPServer
+	headers, err := headertext.Parse(r.PostFormValue("headers"))
+	if err == nil {
+		m, err = core.AddMCPServer(r.Context(), c.actor(), f.Name, f.URL, headers)
+	}
+	if err != nil {
+		code := status(err)
+		if code == 0 {
+			s.failPage(w, r, err)
+			return
+		}
+		st, serr := s.settingsData(r, "")
+		if serr != nil {
+			s.failPage(w, r, serr)
+			return
+		}
+		f.Error = err.Error()
+		st.MCPForm = f
+		s.render(w, r, code, views.SettingsPage(s.frame(r, "Settings"), st))
+		return
+	}
+	msg := "MCP server " + m.Name + " added; boxes reach it at http://" + fleet.GatewayHost + "/mcp/" + m.Name + "."
+	s.done(w, r, "/settings", msg)
+}
+
+func (s *Server) removeMCPServer(w http.ResponseWriter, r *http.Request) {
+	core, ok := s.core(w, r)
+	if !ok {
+		return
+	}
+	c, _ := callerFrom(r.Context())
+	name := r.PathValue("name")
+	if err := core.RemoveMCPServer(r.Context(), c.actor(), name); err != nil {
+		s.failPage(w, r, err)
+		return
+	}
+	s.done(w, r, "/settings", "MCP server "+name+" removed.")
 }
 
 // createKey shows the new API key in the response itself, once: it is

@@ -345,6 +345,8 @@ func (s *Server) consoleRoutes() {
 	s.mux.Handle("POST /settings/accounts", s.page(s.addAccount))
 	s.mux.Handle("POST /settings/accounts/{name}/default", s.page(s.accountAction("default")))
 	s.mux.Handle("POST /settings/accounts/{name}/delete", s.page(s.accountAction("delete")))
+	s.mux.Handle("POST /settings/mcp", s.page(s.addMCPServer))
+	s.mux.Handle("POST /settings/mcp/{name}/delete", s.page(s.removeMCPServer))
 	s.mux.Handle("POST /settings/keys", s.page(s.createKey))
 	s.mux.Handle("POST /settings/keys/{id}/revoke", s.page(s.revokeKey))
 	s.mux.Handle("POST /settings/sessions/{id}/revoke", s.page(s.revokeSession))
