@@ -417,3 +417,62 @@ func TestBrowserWithoutJavaScript(t *testing.T) {
 		t.Errorf("log text %q", got)
 	}
 }
+
+// TestBrowserMCPServers adds an MCP server on /settings over the real core,
+// is refused a duplicate (the core's message, the headers field empty),
+// and removes it: no CSP violation, and the header value never in the DOM.
+func TestBrowserMCPServers(t *testing.T) {
+	c := newFleetConsole(t)
+	const secret = "sk-browser-0123456789abcdef"
+	br := chromium(t)
+	br.do("log in", chromedp.Navigate(c.link("alice")), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#fleet-rows")))
+	secretFree := func(page string) {
+		t.Helper()
+		var html string
+		br.eval(`document.documentElement.outerHTML + [...document.querySelectorAll('input, textarea')].map(e => e.value).join('\n')`, &html)
+		if strings.Contains(html, secret) {
+			t.Errorf("%s: the header value is in the page", page)
+		}
+	}
+	fill := func(name string) {
+		t.Helper()
+		br.do("fill the MCP form", chromedp.Navigate(c.URL+"/settings"), chromedp.WaitVisible(chromedp.CSS("#mcp-add")),
+			chromedp.SendKeys(chromedp.CSS("#mcp-name"), name),
+			chromedp.SendKeys(chromedp.CSS("#mcp-url"), "https://mcp.example.com/mcp"),
+			chromedp.SendKeys(chromedp.CSS("#mcp-headers"), "Authorization: Bearer "+secret+"\nX-Team: blue"),
+			chromedp.Click(chromedp.CSS("#mcp-add")))
+	}
+	fill("tools")
+	br.waitFor("the added server", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('MCP server tools added') && document.querySelector('#mcp-tools')`)
+	var text string
+	br.eval(`document.querySelector('#mcp-tools .headers').innerText`, &text)
+	if text != "Authorization, X-Team" {
+		t.Errorf("header names shown: %q", text)
+	}
+	secretFree("after add")
+	br.clean("settings after MCP add")
+	br.screenshot("settings-mcp.png")
+
+	fill("tools")
+	br.waitFor("the core's refusal", `document.querySelector('#mcp-error')`)
+	br.eval(`document.querySelector('#mcp-error').innerText`, &text)
+	if text != `MCP server "tools": conflict` {
+		t.Errorf("refusal shown: %q", text)
+	}
+	var name, headers string
+	br.eval(`document.querySelector('#mcp-name').value`, &name)
+	br.eval(`document.querySelector('#mcp-headers').value`, &headers)
+	if name != "tools" || headers != "" {
+		t.Errorf("after the refusal: name %q, headers %q; want the name kept, the headers empty", name, headers)
+	}
+	secretFree("after the refusal")
+	br.clean("settings after a refused MCP add")
+
+	br.do("remove", chromedp.Navigate(c.URL+"/settings"), chromedp.Click(chromedp.CSS(`#mcp-tools form button`)))
+	br.waitFor("the removal", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('MCP server tools removed') && !document.querySelector('#mcp-tools')`)
+	br.clean("settings after MCP remove")
+	if list, err := c.fleet.MCPServers(context.Background(), keys.Actor{User: "alice", Role: keys.RoleOperator}); err != nil || len(list) != 0 {
+		t.Errorf("the core holds %+v, %v after the removal", list, err)
+	}
+}

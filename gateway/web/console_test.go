@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
@@ -27,12 +28,15 @@ import (
 )
 
 // console is the web front with its browser console over real SQLite,
-// real keys and scs sessions, and a scripted core.
+// real keys and scs sessions, and a scripted core (newConsole) or the real
+// one (newFleetConsole).
 type console struct {
 	t     testing.TB
 	URL   string
 	svc   *keys.Service
-	core  *scriptedCore
+	core  *scriptedCore // nil over the real core
+	fleet *fleet.Fleet  // nil over the scripted core
+	audit *audit.Log
 	store *store.SQLite
 	logs  *testutil.SyncBuffer
 	clock *testClock
@@ -69,7 +73,8 @@ func newConsole(t testing.TB, o Options) *console {
 	}
 	t.Cleanup(func() { c.store.Close() })
 	logger := slog.New(slog.NewTextHandler(c.logs, nil))
-	al := audit.New(c.store, logger, c.clock.Now)
+	c.audit = audit.New(c.store, logger, c.clock.Now)
+	al := c.audit
 	c.svc = keys.NewService(c.store, al, c.clock.Now)
 	for _, u := range []struct {
 		name string

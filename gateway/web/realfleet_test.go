@@ -66,38 +66,7 @@ func TestBrowserRealFleet(t *testing.T) {
 	token := "ghp_" + hex.EncodeToString(b)[:36]
 	git := gittest.New(t, gittest.Options{Token: token})
 	git.CreateRepo("acme", "widget", map[string]string{"README.md": "widget\n"})
-	sealer, err := seal.Load(data, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc, err := accounts.New(st, sealer, al, accounts.Config{Host: git.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	red, err := redact.New(ctx, func(context.Context) ([]string, error) { return []string{token}, nil }, redact.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.GuestBinary(t), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := vm.New(ctx, vm.Config{Backend: be, MaxBoxes: 2, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := fleet.New(ctx, fleet.Config{Store: st, VM: mgr, Accounts: acc, Audit: al, Redactor: red, DataDir: data,
-		Policy: fleet.Policy{Spec: vm.Spec{Image: "agent", MemoryMiB: 512}, TickEvery: time.Hour}, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		core.Close()
-		for _, b := range mgr.List() {
-			mgr.Destroy(context.Background(), b.Name)
-		}
-		mgr.Close()
-	})
+	core := newRealFleet(t, data, st, al, logger, git.URL, token)
 	if _, err := core.AddAccount(ctx, alice, "work", token, "acme/widget"); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +144,49 @@ func TestBrowserRealFleet(t *testing.T) {
 	if _, err := core.Get(ctx, alice, name); err == nil {
 		t.Errorf("box %s still there after destroy", name)
 	}
+}
+
+// newRealFleet is the real core over st in data, wired as gateway/core.go
+// wires it: QEMU machines from the agent image (none boots until a box is
+// delegated), GitHub accounts on gitHost and MCP servers, both sealed under
+// the data dir's key, and a redactor that knows secrets.
+func newRealFleet(t testing.TB, data string, st *store.SQLite, al *audit.Log, logger *slog.Logger, gitHost string, secrets ...string) *fleet.Fleet {
+	t.Helper()
+	ctx := context.Background()
+	sealer, err := seal.Load(data, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := accounts.New(st, sealer, al, accounts.Config{Host: gitHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	red, err := redact.New(ctx, func(context.Context) ([]string, error) { return secrets, nil }, redact.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.GuestBinary(t), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := vm.New(ctx, vm.Config{Backend: be, MaxBoxes: 2, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := fleet.New(ctx, fleet.Config{Store: st, VM: mgr, Accounts: acc, Audit: al, Redactor: red, DataDir: data,
+		MCP: st, Sealer: sealer,
+		Policy: fleet.Policy{Spec: vm.Spec{Image: "agent", MemoryMiB: 512}, TickEvery: time.Hour}, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		core.Close()
+		for _, b := range mgr.List() {
+			mgr.Destroy(context.Background(), b.Name)
+		}
+		mgr.Close()
+	})
+	return core
 }
 
 func TestMain(m *testing.M) {
