@@ -61,8 +61,19 @@ func (f *Fleet) addMCPServer(ctx context.Context, caller keys.Actor, name, rawUR
 		return MCPServer{}, fmt.Errorf("MCP server name %q: want 1-32 of a-z, 0-9, _ and -, starting with a letter: %w", name, ErrInvalid)
 	}
 	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.Fragment != "" {
-		return MCPServer{}, fmt.Errorf("MCP server URL %q: want http(s)://host/path without credentials: %w", rawURL, ErrInvalid)
+	if err != nil {
+		// Not quoted: a mistyped URL may hold a credential, and this
+		// message reaches the audit log and the page.
+		return MCPServer{}, fmt.Errorf("MCP server URL: not a URL; want http(s)://host/path: %w", ErrInvalid)
+	}
+	if u.User != nil {
+		return MCPServer{}, fmt.Errorf("MCP server URL %q: credentials do not go in the URL; give them as a header (it is sealed): %w", shownURL(u), ErrInvalid)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return MCPServer{}, fmt.Errorf("MCP server URL %q: want http(s)://host/path: %w", shownURL(u), ErrInvalid)
+	}
+	if u.Fragment != "" {
+		return MCPServer{}, fmt.Errorf("MCP server URL %q: a #fragment is never sent to a server; leave it out: %w", shownURL(u), ErrInvalid)
 	}
 	if len(headers) > maxMCPHeaders {
 		return MCPServer{}, fmt.Errorf("%d headers (max %d): %w", len(headers), maxMCPHeaders, ErrInvalid)
@@ -90,12 +101,30 @@ func (f *Fleet) addMCPServer(ctx context.Context, caller keys.Actor, name, rawUR
 	if err != nil {
 		return MCPServer{}, err
 	}
-	e.Detail = "url=" + u.Redacted() + " headers=" + strings.Join(sortedKeys(clean), ",")
+	e.Detail = "url=" + shownURL(u) + " headers=" + strings.Join(sortedKeys(clean), ",")
 	if err := f.mcp.InsertMCPServer(ctx, MCPServerDoc{Owner: caller.User, Name: name, URL: u.String(), Headers: sealed, Created: f.now()}, *e); err != nil {
 		return MCPServer{}, err
 	}
 	f.audit.Finish(ctx, *e, nil, "")
 	return MCPServer{Name: name, URL: u.String(), Headers: sortedKeys(clean)}, nil
+}
+
+// shownURL is an MCP server URL as errors and audit rows quote it: scheme,
+// host and path. Its user info, query and fragment may hold a credential
+// the redactor does not know (the headers are the place for those).
+func shownURL(u *url.URL) string {
+	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		v.User = url.User("…")
+	}
+	out := v.String()
+	if u.RawQuery != "" {
+		out += "?…"
+	}
+	if u.Fragment != "" {
+		out += "#…"
+	}
+	return out
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -127,11 +156,14 @@ func (f *Fleet) RemoveMCPServer(ctx context.Context, caller keys.Actor, name str
 	}
 	e := f.entry(caller, "mcp.server.rm", name)
 	found, err := f.mcp.DeleteMCPServer(ctx, caller.User, name, e)
-	if err != nil {
-		return f.safeErr(err)
+	if err == nil && !found {
+		// Another user's server answers the same: it is not theirs to see.
+		err = fmt.Errorf("MCP server %q: %w", name, ErrNotFound)
 	}
-	if !found {
-		return fmt.Errorf("MCP server %q: %w", name, ErrNotFound)
+	if err != nil {
+		// A refused removal is on record too (probing for names shows).
+		f.audit.Finish(ctx, e, err, audit.ResultError)
+		return f.safeErr(err)
 	}
 	f.audit.Finish(ctx, e, nil, "")
 	return nil

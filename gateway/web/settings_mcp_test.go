@@ -111,7 +111,7 @@ func TestMCPServersThroughTheConsole(t *testing.T) {
 		msg                string
 	}{
 		{"bad-url", "ftp://mcp.example.com/x", "Authorization: Bearer " + secret, 400,
-			`MCP server URL &#34;ftp://mcp.example.com/x&#34;: want http(s)://host/path without credentials: invalid`},
+			`MCP server URL &#34;ftp://mcp.example.com/x&#34;: want http(s)://host/path: invalid`},
 		{"tools", "https://other.example.com/mcp", "Authorization: Bearer " + secret, 409, `MCP server &#34;tools&#34;: conflict`},
 		{"Bad Name", "https://mcp.example.com/mcp", "Authorization: Bearer " + secret, 400, `MCP server name &#34;Bad Name&#34;: want 1-32`},
 		{"no-colon", "https://mcp.example.com/mcp", "X-Ok: 1\nAuthorization Bearer " + secret, 400, `header line 2: want &#34;Name: value&#34;: invalid`},
