@@ -178,9 +178,13 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	go func() { done <- cmd.Wait(); out.Close(); logf.Close() }()
 	srv.cmd, srv.done = cmd, done
 	ts.Defer(func() {
+		// One deferred stop per serve: the first to run stops the server
+		// still running, the rest find none (a second receive on done would
+		// hang a failed script until the test timeout).
 		if srv.cmd != nil {
 			_ = srv.cmd.Process.Kill()
 			<-srv.done
+			srv.cmd = nil
 		}
 	})
 
