@@ -1,9 +1,9 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net"
@@ -21,6 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"sbx.dev/sbx/gateway/config"
+	"sbx.dev/sbx/internal/testutil"
 )
 
 // The test cluster of hack/cluster (go tool task cluster-up).
@@ -33,6 +36,7 @@ const (
 // a database of this test's own.
 type testCluster struct {
 	kubeconfig, namespace, dsn string
+	sealKey                    string // every gateway's SBX_SEAL_KEY
 }
 
 // clusterUp returns the test cluster, or skips saying why.
@@ -102,7 +106,9 @@ func clusterUp(t *testing.T) testCluster {
 		t.Fatal(err)
 	}
 	u.Path = "/" + db
-	return testCluster{kubeconfig: kc, namespace: ns, dsn: u.String()}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return testCluster{kubeconfig: kc, namespace: ns, dsn: u.String(), sealKey: base64.StdEncoding.EncodeToString(key)}
 }
 
 // clusterGateway is one `sbx serve` process of the cluster.
@@ -112,7 +118,7 @@ type clusterGateway struct {
 	cmd  *exec.Cmd
 	done chan error
 	port string
-	log  *bytes.Buffer
+	log  *testutil.SyncBuffer
 }
 
 // startClusterGateway runs the real binary against the cluster's database
@@ -124,6 +130,7 @@ func startClusterGateway(t *testing.T, bin string, c testCluster, name, data, ad
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
 		"SBX_ADMIN_KEYS=" + adminPub,
+		"SBX_SEAL_KEY=" + c.sealKey,
 		"SBX_STORE_DSN=" + c.dsn,
 		"SBX_VM_BACKEND=kubernetes",
 		"SBX_VM_KUBERNETES_KUBECONFIG=" + c.kubeconfig,
@@ -133,7 +140,7 @@ func startClusterGateway(t *testing.T, bin string, c testCluster, name, data, ad
 		"SBX_VM_MEMORY_MIB=256", "SBX_VM_WORKSPACE_MIB=64",
 		"SBX_LOG_FORMAT=json",
 	}
-	g := &clusterGateway{t: t, name: name, cmd: cmd, done: make(chan error, 1), log: &bytes.Buffer{}}
+	g := &clusterGateway{t: t, name: name, cmd: cmd, done: make(chan error, 1), log: &testutil.SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = g.log, g.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -190,9 +197,7 @@ func (g *clusterGateway) kill() {
 // output and the exit status.
 func (g *clusterGateway) ssh(key, stdin string, args ...string) (string, int) {
 	g.t.Helper()
-	argv := append([]string{"-i", key, "-p", g.port, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-		"-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "admin@127.0.0.1"}, args...)
-	cmd := exec.Command("ssh", argv...)
+	cmd := g.sshCmd(key, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	code := 0
@@ -202,6 +207,12 @@ func (g *clusterGateway) ssh(key, stdin string, args ...string) (string, int) {
 		g.t.Fatalf("ssh %v: %v", args, err)
 	}
 	return string(out), code
+}
+
+func (g *clusterGateway) sshCmd(key string, args ...string) *exec.Cmd {
+	argv := append([]string{"-i", key, "-p", g.port, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "admin@127.0.0.1"}, args...)
+	return exec.Command("ssh", argv...)
 }
 
 func (g *clusterGateway) must(key string, args ...string) string {
@@ -282,6 +293,20 @@ func TestClusterTwoGateways(t *testing.T) {
 		t.Fatalf("new printed %q", out)
 	}
 
+	// A client of B follows the log live while A runs the turn.
+	follow := b.sshCmd(key, "logs", "-f", box)
+	var followed testutil.SyncBuffer
+	follow.Stdout, follow.Stderr = &followed, &followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	followDone := make(chan error, 1)
+	go func() { followDone <- follow.Wait() }()
+	t.Cleanup(func() {
+		_ = follow.Process.Kill()
+		<-followDone
+	})
+
 	// Listed, exec'd and attached through B.
 	if ls := b.must(key, "ls"); !strings.Contains(ls, box) {
 		t.Fatalf("B does not list %s:\n%s", box, ls)
@@ -356,5 +381,39 @@ func TestClusterTwoGateways(t *testing.T) {
 	}
 	for _, bx := range []string{box, box2} {
 		b.must(key, "rm", bx)
+	}
+	// The live follower on B saw the whole turn, each line once, and
+	// ended with the box.
+	select {
+	case <-followDone:
+		followDone <- nil
+	case <-time.After(time.Minute):
+		t.Fatalf("logs -f through B still runs a minute after rm; so far:\n%s", followed.String())
+	}
+	for _, w := range []string{"first line", "second line"} {
+		if n := strings.Count(followed.String(), w); n != 1 {
+			t.Errorf("logs -f through B showed %q %d times, want once:\n%s", w, n, followed.String())
+		}
+	}
+}
+
+// TestClusterNeedsSharedSealKey: on a shared database a gateway without
+// SBX_SEAL_KEY refuses to start, saying why, instead of sealing secrets
+// with a key file no other gateway has.
+func TestClusterNeedsSharedSealKey(t *testing.T) {
+	c := clusterUp(t)
+	t.Setenv("SBX_SEAL_KEY", "")
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.SSH.Listen, cfg.HTTP.Listen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.VM.Backend = "none"
+	cfg.Store.DSN = c.dsn
+	s, err := NewServer(context.Background(), cfg, Options{HomeDir: t.TempDir()})
+	if err == nil {
+		_ = s.Shutdown(context.Background())
+		t.Fatal("started without SBX_SEAL_KEY on a shared database")
+	}
+	if !strings.Contains(err.Error(), "SBX_SEAL_KEY") || !strings.Contains(err.Error(), "store.dsn") {
+		t.Fatalf("error %q does not say what to set", err)
 	}
 }

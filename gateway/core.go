@@ -46,6 +46,11 @@ type machines interface {
 // identities and the fronts, which then say why boxes are missing.
 func (s *Server) startCore(ctx context.Context) error {
 	var err error
+	if s.shared != nil && os.Getenv(seal.EnvKey) == "" {
+		// A key file in this data dir would seal what no other gateway can
+		// open (GitHub tokens, MCP headers) without any error until then.
+		return fmt.Errorf("store.dsn is a database gateways share: set %s, the same on every gateway, so a secret sealed by one opens on all (a key file in one data dir would not)", seal.EnvKey)
+	}
 	s.core.sealer, err = seal.Load(s.cfg.DataDir, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("seal key: %w", err)
