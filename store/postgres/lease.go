@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,7 @@ func (s *Store) TryLease(ctx context.Context, name, holder string, ttl time.Dura
 	if name == "" || holder == "" || ttl <= 0 {
 		return false, fmt.Errorf("lease %q for %q: want a name, a holder and a positive ttl", name, holder)
 	}
+	s.purgeLeases(ctx)
 	var got string
 	err := s.pool.QueryRow(ctx, `INSERT INTO sbx_leases (name, holder, expires)
 		VALUES ($1, $2, clock_timestamp() + $3 * interval '1 microsecond')
@@ -34,6 +36,27 @@ func (s *Store) TryLease(ctx context.Context, name, holder string, ttl time.Dura
 		return false, fmt.Errorf("lease %q for %q: %w", name, holder, err)
 	}
 	return got == holder, nil
+}
+
+// Leases are named per firing of a timer ("box/B/idle-sleep/<time>"), so
+// the table only grows: every purgeEvery a gateway deletes the leases that
+// expired more than purgeAfter ago (long after anyone could still compare
+// against them).
+const (
+	purgeEvery = 10 * time.Minute
+	purgeAfter = time.Hour
+)
+
+func (s *Store) purgeLeases(ctx context.Context) {
+	last := s.leasePurge.Load()
+	now := time.Now().UnixNano()
+	if now-last < int64(purgeEvery) || !s.leasePurge.CompareAndSwap(last, now) {
+		return
+	}
+	if _, err := s.pool.Exec(ctx, "DELETE FROM sbx_leases WHERE expires < clock_timestamp() - $1 * interval '1 microsecond'",
+		purgeAfter.Microseconds()); err != nil {
+		slog.Warn("purge expired leases", "err", err)
+	}
 }
 
 // ReleaseLease gives up name if holder has it (no error when it does not).

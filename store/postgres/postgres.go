@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,6 +40,8 @@ import (
 // Store is the PostgreSQL store.
 type Store struct {
 	pool *pgxpool.Pool
+	// leasePurge is when this Store last purged old leases (UnixNano).
+	leasePurge atomic.Int64
 }
 
 var (

@@ -547,6 +547,33 @@ func TestLeaseOnce(t *testing.T) {
 	}
 }
 
+// TestLeasePurge: leases long expired (one per timer firing) are deleted
+// by a later TryLease; live and recently expired ones stay.
+func TestLeasePurge(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, freshDB(t))
+	if _, err := s.pool.Exec(ctx, `INSERT INTO sbx_leases (name, holder, expires) VALUES
+		('box/a/idle-sleep/1', 'gw', clock_timestamp() - interval '2 hours'),
+		('box/a/idle-sleep/2', 'gw', clock_timestamp() - interval '10 minutes'),
+		('box/a/follow', 'gw', clock_timestamp() + interval '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.TryLease(ctx, "box/b/sleep-ttl/3", "gw", time.Minute); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	rows, err := s.pool.Query(ctx, "SELECT name FROM sbx_leases ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "box/a/follow box/a/idle-sleep/2 box/b/sleep-ttl/3"; strings.Join(names, " ") != want {
+		t.Fatalf("leases %v, want %s", names, want)
+	}
+}
+
 // TestNotifyReachesOtherGateway: an event published through one gateway
 // reaches a client listening through another, in order; odd channel names
 // are quoted, not executed.
