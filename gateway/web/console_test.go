@@ -475,8 +475,13 @@ func TestStaticFiles(t *testing.T) {
 			t.Errorf("%s: %d %q %d bytes", path, resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
 		}
 	}
-	if resp, _ := do(t, "GET", c.URL+"/static/", "", ""); resp.StatusCode != 404 {
-		t.Errorf("static listing: %d, want 404", resp.StatusCode)
+	// Every error is JSON, a missing static file's too (the file server's
+	// own 404 was a text/plain page).
+	for _, p := range []string{"/static/", "/static/nope.js", "/static/../static/nope.css", "/static/sub/"} {
+		resp, body := do(t, "GET", c.URL+p, "", "")
+		if resp.StatusCode != 404 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !strings.Contains(body, `"error"`) {
+			t.Errorf("%s: %d %q %s, want a JSON 404", p, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
 	}
 }
 

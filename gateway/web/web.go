@@ -21,10 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/netip"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -356,13 +358,19 @@ func (s *Server) consoleRoutes() {
 // staticHandler serves the embedded htmx and css; they change only with
 // the binary, so browsers may keep them for an hour.
 func staticHandler() http.Handler {
-	fs := http.FileServerFS(static.Files)
+	files := http.FileServerFS(static.Files)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Only existing files go to the file server: its 404 is a
+		// text/plain page, and every error here is JSON.
 		if strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "" {
 			writeError(w, r, http.StatusNotFound, "not found")
 			return
 		}
+		if st, err := fs.Stat(static.Files, strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")); err != nil || st.IsDir() {
+			writeError(w, r, http.StatusNotFound, "not found")
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
-		fs.ServeHTTP(w, r)
+		files.ServeHTTP(w, r)
 	})
 }
