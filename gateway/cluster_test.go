@@ -18,8 +18,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sbx.dev/sbx/gateway/config"
@@ -92,6 +94,7 @@ func clusterUp(t *testing.T) testCluster {
 			t.Errorf("delete namespace %s: %v", ns, err)
 		}
 	})
+	gatewayRBAC(t, cs, ns)
 	db := "sbx_gw_" + suffix
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
@@ -108,7 +111,76 @@ func clusterUp(t *testing.T) testCluster {
 	u.Path = "/" + db
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return testCluster{kubeconfig: kc, namespace: ns, dsn: u.String(), sealKey: base64.StdEncoding.EncodeToString(key)}
+	return testCluster{kubeconfig: gatewayKubeconfig(t, kc), namespace: ns, dsn: u.String(), sealKey: base64.StdEncoding.EncodeToString(key)}
+}
+
+// gatewayRBAC grants the gateway's service account in ns exactly what
+// deploy/rbac.yaml grants it in sbx-boxes, and waits for the namespace's
+// default service account (Pods are refused until it exists).
+func gatewayRBAC(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := os.ReadFile("../deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := 0
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("deploy/rbac.yaml: %v", err)
+		}
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			o.Namespace = ns
+			_, err = cs.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
+			applied++
+		case *rbacv1.RoleBinding:
+			o.Namespace = ns
+			_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
+			applied++
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if applied != 2 {
+		t.Fatalf("deploy/rbac.yaml: %d Role/RoleBinding objects, want 2", applied)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s: no default service account after 30 s", ns)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// gatewayKubeconfig writes a copy of the admin kubeconfig that impersonates
+// the gateway's service account (deploy/rbac.yaml), so the gateways run
+// with the verbs the manifests grant and no more.
+func gatewayKubeconfig(t *testing.T, admin string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxName := cfg.CurrentContext
+	kctx := cfg.Contexts[ctxName]
+	if kctx == nil || cfg.AuthInfos[kctx.AuthInfo] == nil {
+		t.Fatalf("%s: no current context with a user", admin)
+	}
+	ai := cfg.AuthInfos[kctx.AuthInfo]
+	ai.Impersonate = "system:serviceaccount:sbx:sbx-gateway"
+	ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:sbx", "system:authenticated"}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // clusterGateway is one `sbx serve` process of the cluster.
@@ -263,27 +335,14 @@ func TestClusterTwoGateways(t *testing.T) {
 		t.Skip("no OpenSSH client: ", err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "sbx")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build sbx: %v\n%s", err, out)
-	}
-	key := filepath.Join(dir, "id")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
-	}
-	pub, err := os.ReadFile(key + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, key, pub := clusterTools(t, dir)
 	// Long enough for every step before the timer part, short enough to
 	// wait for.
 	const idle = 50 * time.Second
 	idleFlag := "fleet.idle_sleep=" + idle.String()
 	dataA, dataB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	a := startClusterGateway(t, bin, c, "A", dataA, string(pub), "--set", idleFlag)
-	b := startClusterGateway(t, bin, c, "B", dataB, string(pub), "--set", idleFlag)
+	a := startClusterGateway(t, bin, c, "A", dataA, pub, "--set", idleFlag)
+	b := startClusterGateway(t, bin, c, "B", dataB, pub, "--set", idleFlag)
 
 	// Delegated through A: a turn that says one line, waits, says another.
 	// (ssh sends one command line: the task is quoted to stay one word.)
@@ -348,7 +407,7 @@ func TestClusterTwoGateways(t *testing.T) {
 
 	// A comes back; a second box through B. The idle timer fires on both
 	// gateways' ticks, and each box goes to sleep once.
-	a = startClusterGateway(t, bin, c, "A2", dataA, string(pub), "--set", idleFlag)
+	a = startClusterGateway(t, bin, c, "A2", dataA, pub, "--set", idleFlag)
 	box2 := strings.TrimSpace(strings.SplitN(b.must(key, "new", "--agent", "script", `"!say hi"`), "\n", 2)[0])
 	a.waitState(key, box2, "done", time.Minute)
 	if logs := a.must(key, "logs", box2); !strings.Contains(logs, "hi") {
@@ -395,6 +454,62 @@ func TestClusterTwoGateways(t *testing.T) {
 			t.Errorf("logs -f through B showed %q %d times, want once:\n%s", w, n, followed.String())
 		}
 	}
+}
+
+// clusterTools builds the real sbx binary and an SSH key in dir; it
+// returns the binary, the key and its public half.
+func clusterTools(t *testing.T, dir string) (bin, key, pub string) {
+	t.Helper()
+	bin = filepath.Join(dir, "sbx")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build sbx: %v\n%s", err, out)
+	}
+	key = filepath.Join(dir, "id")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, key, string(b)
+}
+
+// TestClusterMaxDurationOnce: both gateways arm a box's max-duration
+// timer; one kills its Pod and the box fails once, seen through both.
+func TestClusterMaxDurationOnce(t *testing.T) {
+	c := clusterUp(t)
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no OpenSSH client: ", err)
+	}
+	dir := t.TempDir()
+	bin, key, pub := clusterTools(t, dir)
+	const maxDur = 20 * time.Second
+	flag := "fleet.max_duration=" + maxDur.String()
+	a := startClusterGateway(t, bin, c, "A", filepath.Join(dir, "a"), pub, "--set", flag)
+	b := startClusterGateway(t, bin, c, "B", filepath.Join(dir, "b"), pub, "--set", flag)
+	box := strings.TrimSpace(strings.SplitN(a.must(key, "new", "--agent", "script", `"!sleep 300"`), "\n", 2)[0])
+	b.waitState(key, box, "failed", maxDur+time.Minute)
+	a.waitState(key, box, "failed", 10*time.Second)
+	time.Sleep(6 * time.Second) // a tick of each gateway more
+	var rows []struct {
+		Action, Target, Detail string
+	}
+	if err := json.Unmarshal([]byte(a.must(key, "audit", "--json", "--since", "1h")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	var fails []string
+	for _, r := range rows {
+		if r.Action == "box.fail" && r.Target == box {
+			fails = append(fails, r.Detail)
+		}
+	}
+	if len(fails) != 1 || !strings.Contains(fails[0], "max duration") {
+		t.Fatalf("box %s failed %d times (%q), want once for its max duration", box, len(fails), fails)
+	}
+	b.must(key, "rm", box)
 }
 
 // TestClusterNeedsSharedSealKey: on a shared database a gateway without
