@@ -25,6 +25,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -100,7 +101,11 @@ type Config struct {
 	CPURequestMilli int64
 	// StartTimeout bounds Start waiting for the container to run (default 2 min).
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// ClientID names this gateway to the boxes' agents, which keep one
+	// session per client (podagent.ClientHeader): gateways sharing the boxes
+	// never cut each other's connections. Default: random per Backend.
+	ClientID string
+	Logger   *slog.Logger
 }
 
 // Backend is the Kubernetes vm.Backend.
@@ -160,6 +165,14 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	if cfg.Image == "" {
 		return nil, errors.New("kubernetes backend: no box image configured")
+	}
+	if cfg.ClientID == "" {
+		var r [8]byte
+		_, _ = rand.Read(r[:])
+		cfg.ClientID = hex.EncodeToString(r[:])
+	}
+	if len(cfg.ClientID) > podagent.MaxClientID || strings.ContainsAny(cfg.ClientID, "\n\r") {
+		return nil, fmt.Errorf("kubernetes backend: client id %q: at most %d bytes, one line", cfg.ClientID, podagent.MaxClientID)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -846,7 +859,9 @@ func (b *Backend) Connect(ctx context.Context, name string) (net.Conn, error) {
 	go func() {
 		defer cancel()
 		var errb limitedBuffer
-		err := ex.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: theirs, Stdout: theirs, Stderr: &errb})
+		// The agent's first line names this gateway (its own session).
+		in := io.MultiReader(strings.NewReader(podagent.ClientHeader+b.cfg.ClientID+"\n"), theirs)
+		err := ex.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: in, Stdout: theirs, Stderr: &errb})
 		if err != nil && sctx.Err() == nil {
 			b.log.Warn("agent bridge ended", "box", name, "err", err, "stderr", errb.String())
 		}

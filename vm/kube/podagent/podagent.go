@@ -8,15 +8,23 @@
 // the API server: the bridge copies the exec's stdin/stdout to and from that
 // socket, so the exec stream is the agent byte stream, exactly like the
 // virtio-serial port of a QEMU box. One agent outlives many bridges: processes
-// started through one gateway connection keep running when it ends, and a
-// newer connection replaces an older one (a restarted gateway never waits for
-// its predecessor's stream to time out).
+// started through one gateway connection keep running when it ends.
+//
+// Several gateways reach the same box (a cluster shares its boxes): each
+// names itself in a first line of its stream (ClientHeader, before the
+// agent's hello), and each client has its own agent session, so one
+// gateway's connection never cuts another's. Within one client a newer
+// connection replaces an older one (a gateway that reconnects never waits
+// for its stale stream to time out). A stream without the line is the
+// client "". An agent older than the line skips it: the hello is searched
+// for.
 //
 // `sbx pod-agent stats` prints the container's CPU time and private memory
 // from its cgroup (v1 or v2) as JSON, for the backend's Stats.
 package podagent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,46 +144,152 @@ func Serve(ctx context.Context, socket, workspace string, log *slog.Logger) erro
 		// PID 1 of the container's PID namespace inherits every orphan.
 		opts.Reaper = agent.NewChildReaper(ctx, log)
 	}
-	l := newLatest(ctx, ln, log)
-	log.Info("pod agent ready", "socket", socket, "workspace", workspace)
-	return agent.Serve(ctx, agent.PortOpenerFunc(l.open), opts)
-}
-
-// latest hands out accepted connections one at a time; a connection
-// accepted while another is being served closes the older one, so the
-// newest gateway connection always wins.
-type latest struct {
-	next chan net.Conn
-	mu   sync.Mutex
-	cur  net.Conn
-}
-
-func newLatest(ctx context.Context, ln net.Listener, log *slog.Logger) *latest {
-	l := &latest{next: make(chan net.Conn)}
+	r := &router{ctx: ctx, log: log, opts: opts, clients: map[string]*latest{}}
 	context.AfterFunc(ctx, func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				if ctx.Err() == nil {
-					log.Error("pod agent: accept", "err", err)
-				}
-				return
+	log.Info("pod agent ready", "socket", socket, "workspace", workspace)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			l.mu.Lock()
-			if l.cur != nil {
-				l.cur.Close() // its Serve session ends and asks for the next
-			}
-			l.mu.Unlock()
-			select {
-			case l.next <- c:
-			case <-ctx.Done():
-				c.Close()
-				return
-			}
+			return fmt.Errorf("pod agent: accept: %w", err)
 		}
-	}()
-	return l
+		wg.Go(func() { r.route(c, &wg) })
+	}
+}
+
+// ClientHeader starts the line a gateway sends first on its stream to name
+// itself: ClientHeader + id + "\n" (id: at most MaxClientID bytes, no
+// newline).
+const ClientHeader = "#sbx-client "
+
+// MaxClientID bounds a client's name; MaxClients the sessions kept (the
+// least recently connected idle one goes first).
+const (
+	MaxClientID = 128
+	MaxClients  = 32
+)
+
+// router gives each client (gateway) its own agent session.
+type router struct {
+	ctx     context.Context
+	log     *slog.Logger
+	opts    agent.ServerOptions
+	mu      sync.Mutex
+	clients map[string]*latest
+}
+
+// route reads the client's name (when it sends one) and hands the
+// connection to that client's session, starting it on first use.
+func (r *router) route(c net.Conn, wg *sync.WaitGroup) {
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	stop := context.AfterFunc(r.ctx, func() { c.Close() })
+	id, conn, err := readClient(c)
+	stop()
+	_ = c.SetReadDeadline(time.Time{})
+	if err != nil {
+		r.log.Warn("pod agent: a connection without a usable first line", "err", err)
+		c.Close()
+		return
+	}
+	r.mu.Lock()
+	l := r.clients[id]
+	if l == nil {
+		if len(r.clients) >= MaxClients {
+			r.evictLocked()
+		}
+		ctx, cancel := context.WithCancel(r.ctx)
+		l = &latest{next: make(chan net.Conn), ctx: ctx, cancel: cancel}
+		r.clients[id] = l
+		wg.Go(func() { _ = agent.Serve(ctx, agent.PortOpenerFunc(l.open), r.opts) })
+	}
+	l.used = time.Now()
+	r.mu.Unlock()
+	l.offer(conn)
+}
+
+// evictLocked ends the session of the least recently connected client.
+func (r *router) evictLocked() {
+	var oldest *latest
+	var id string
+	for k, l := range r.clients {
+		if oldest == nil || l.used.Before(oldest.used) {
+			oldest, id = l, k
+		}
+	}
+	if l := oldest; l != nil {
+		l.cancel()
+		delete(r.clients, id)
+		r.log.Info("pod agent: ended the session of the least recent client", "client", id)
+	}
+}
+
+// readClient reads the optional first line naming the client. The agent's
+// hello never starts with '#', so one byte tells.
+func readClient(c net.Conn) (string, net.Conn, error) {
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		return "", nil, err
+	}
+	if first[0] != ClientHeader[0] {
+		return "", &prefixed{Conn: c, r: io.MultiReader(bytes.NewReader(first[:]), c)}, nil
+	}
+	var line []byte
+	var b [1]byte
+	for {
+		if _, err := io.ReadFull(c, b[:]); err != nil {
+			return "", nil, err
+		}
+		if b[0] == '\n' {
+			break
+		}
+		line = append(line, b[0])
+		if len(line) > len(ClientHeader)+MaxClientID {
+			return "", nil, errors.New("client line too long")
+		}
+	}
+	id, ok := strings.CutPrefix(string(first[:])+string(line), ClientHeader)
+	if !ok {
+		return "", nil, fmt.Errorf("first line %q is not a client line", string(first[:])+string(line))
+	}
+	return id, c, nil
+}
+
+// prefixed is a connection whose first bytes were already read.
+type prefixed struct {
+	net.Conn
+	r io.Reader
+}
+
+func (p *prefixed) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+// latest hands one client's connections to its agent session one at a
+// time; a newer connection closes the older one, so the newest wins.
+type latest struct {
+	next   chan net.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+	used   time.Time // guarded by router.mu
+	mu     sync.Mutex
+	cur    net.Conn
+}
+
+// offer closes the client's current connection (its session ends and asks
+// for the next) and hands over c.
+func (l *latest) offer(c net.Conn) {
+	l.mu.Lock()
+	if l.cur != nil {
+		l.cur.Close()
+	}
+	l.mu.Unlock()
+	select {
+	case l.next <- c:
+	case <-l.ctx.Done():
+		c.Close()
+	}
 }
 
 func (l *latest) open(ctx context.Context) (io.ReadWriteCloser, error) {
@@ -184,6 +298,7 @@ func (l *latest) open(ctx context.Context) (io.ReadWriteCloser, error) {
 		l.mu.Lock()
 		l.cur = c
 		l.mu.Unlock()
+		context.AfterFunc(l.ctx, func() { c.Close() })
 		return c, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

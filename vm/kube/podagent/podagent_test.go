@@ -159,6 +159,103 @@ func TestNewestConnectionWins(t *testing.T) {
 	}
 }
 
+// dialAs connects as a named client (the first line a gateway sends).
+func dialAs(t *testing.T, sock, id string) *agent.Client {
+	t.Helper()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, ClientHeader+id+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := agent.Connect(ctx, conn)
+	if err != nil {
+		t.Fatalf("connect as %q: %v", id, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestClientsKeepTheirSessions: two gateways on one box each keep their
+// connection (neither cuts the other); a gateway's newer connection still
+// replaces its own older one.
+func TestClientsKeepTheirSessions(t *testing.T) {
+	sock, _ := serve(t)
+	ctx := context.Background()
+	if _, err := dial(t, sock); err != nil { // the client "" (no line)
+		t.Fatal(err)
+	}
+	a := dialAs(t, sock, "gateway-a")
+	b := dialAs(t, sock, "gateway-b")
+	for i := 0; i < 3; i++ {
+		for name, c := range map[string]*agent.Client{"a": a, "b": b} {
+			if _, err := c.Ping(ctx); err != nil {
+				t.Fatalf("ping %s (round %d): %v", name, i, err)
+			}
+		}
+	}
+	// A process started through one gateway is not cut by the other's
+	// connections.
+	p, err := a.Exec(ctx, agent.ExecRequest{Argv: []string{"sh", "-c", "read x; echo got $x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := dialAs(t, sock, "gateway-b")
+	if _, err := b2.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("gateway b's older connection was not replaced by its newer one")
+	}
+	io.WriteString(p.Stdin(), "hello\n")
+	out, _ := io.ReadAll(p.Stdout())
+	if st, err := p.Wait(); err != nil || st.Code != 0 || strings.TrimSpace(string(out)) != "got hello" {
+		t.Fatalf("process through a: %q %+v %v", out, st, err)
+	}
+	select {
+	case <-a.Done():
+		t.Fatal("gateway a's connection was cut by gateway b's")
+	default:
+	}
+}
+
+func TestReadClientLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, id, rest, err string
+	}{
+		{"no line", "SBXHELLO123", "", "SBXHELLO123", ""},
+		{"named", ClientHeader + "gw-1\nSBXHELLO", "gw-1", "SBXHELLO", ""},
+		{"empty name", ClientHeader + "\nX", "", "X", ""},
+		{"not a client line", "#nope\n", "", "", "not a client line"},
+		{"too long", ClientHeader + strings.Repeat("x", MaxClientID+10) + "\n", "", "", "too long"},
+		{"cut short", ClientHeader + "gw", "", "", "EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c1, c2 := net.Pipe()
+			go func() { io.WriteString(c2, tc.in); c2.Close() }()
+			id, conn, err := readClient(c1)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || id != tc.id {
+				t.Fatalf("id %q err %v, want %q", id, err, tc.id)
+			}
+			rest, _ := io.ReadAll(conn)
+			if string(rest) != tc.rest {
+				t.Fatalf("rest %q, want %q", rest, tc.rest)
+			}
+		})
+	}
+}
+
 func TestBridgeWaitsForTheSocket(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
