@@ -441,6 +441,13 @@ func TestClusterTwoGateways(t *testing.T) {
 	for _, bx := range []string{box, box2} {
 		b.must(key, "rm", bx)
 	}
+	// Each gateway has its own session with a box's agent: neither cut the
+	// other's streams (a follower retrying would hide it).
+	for _, g := range []*clusterGateway{a, b} {
+		if l := g.log.String(); strings.Contains(l, "connection lost before exit") {
+			t.Errorf("gateway %s lost agent connections it did not close:\n%s", g.name, l)
+		}
+	}
 	// The live follower on B saw the whole turn, each line once, and
 	// ended with the box.
 	select {
