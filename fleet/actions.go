@@ -319,6 +319,7 @@ func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rt *boxRT,
 		l.Close() // followers get io.EOF
 	}
 	removeFile(f.logPath(rec.Name))
+	removeFile(f.posPath(rec.Name))
 	f.emit(*rec, EventRemoved, why)
 	return nil
 }

@@ -96,6 +96,10 @@ const ClusterChannel = "sbx_fleet"
 // over to another within this.
 const followTTL = 15 * time.Second
 
+// staleSetup is how long a box may stay creating on a cluster before it
+// counts as abandoned by the gateway that set it up.
+const staleSetup = 10 * time.Minute
+
 // timerTTL keeps the lease of one firing of a lifecycle timer: long past
 // the action, so no other gateway repeats it.
 const timerTTL = 10 * time.Minute
@@ -144,6 +148,10 @@ func (f *Fleet) listen(ch <-chan string) {
 			continue
 		}
 		f.hub.publish(Event{Box: n.Box, Owner: n.Owner, Kind: n.Kind, State: n.State, Note: f.red.String(n.Note), At: n.At})
+		if n.Kind == EventRemoved {
+			f.wg.Go(func() { f.forget(n.Box) })
+			continue
+		}
 		if n.Kind == EventOutput || n.Kind == EventState {
 			f.mu.Lock()
 			rt := f.boxes[n.Box]
@@ -154,6 +162,34 @@ func (f *Fleet) listen(ch <-chan string) {
 			}
 		}
 	}
+}
+
+// forget drops this gateway's side of a box another gateway destroyed: its
+// follower and mirror stop, readers of its log get io.EOF, its copy of the
+// log goes.
+func (f *Fleet) forget(name string) {
+	f.mu.Lock()
+	rt := f.boxes[name]
+	f.mu.Unlock()
+	if rt == nil {
+		return
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if _, err := f.load(f.ctx, name); err == nil {
+		return // a new box of the same name already
+	}
+	f.stopFollow(rt)
+	f.mu.Lock()
+	l := rt.log
+	rt.log = nil
+	delete(f.boxes, name)
+	f.mu.Unlock()
+	if l != nil {
+		l.Close()
+	}
+	removeFile(f.logPath(name))
+	removeFile(f.posPath(name))
 }
 
 // once reports whether this gateway is the one to act on key (always
@@ -203,6 +239,16 @@ func (f *Fleet) holdFollow(ctx context.Context, name string, cancel context.Canc
 // offset.
 func (f *Fleet) takeOver(ctx context.Context, recs []record) {
 	for _, r := range recs {
+		if r.State == Creating && f.now().Sub(r.Updated) > staleSetup &&
+			f.once(ctx, fmt.Sprintf("box/%s/setup-lost/%d", r.Name, r.Updated.UnixNano()), timerTTL) {
+			// The gateway setting it up stopped (recover does this for
+			// boxes of a gateway that restarts; here nobody may).
+			f.timer(ctx, r.Name, func(rt *boxRT, rec *record) error {
+				rec.Reason = "the gateway setting it up stopped"
+				return f.transition(ctx, rec, Failed, system(), "box.fail", rec.Reason)
+			}, func(rec record) bool { return rec.State == Creating && f.now().Sub(rec.Updated) > staleSetup })
+			continue
+		}
 		if r.State != Running || r.TurnDone || r.VM == "" {
 			continue
 		}

@@ -244,7 +244,7 @@ func (f *Fleet) recover(ctx context.Context) error {
 		rt.mu.Lock()
 		mb, vmErr := f.vm.Get(rec.VM)
 		switch {
-		case rec.State == Creating && f.cluster != nil && f.now().Sub(rec.Updated) < 10*time.Minute:
+		case rec.State == Creating && f.cluster != nil && f.now().Sub(rec.Updated) < staleSetup:
 			// Another gateway may be setting it up right now.
 		case rec.State == Running && !rec.TurnDone && f.cluster != nil && vmErr == nil && mb.State == vm.Running:
 			// Followed by whoever holds its lease; the ticks take it over

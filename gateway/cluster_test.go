@@ -438,8 +438,9 @@ func TestClusterTwoGateways(t *testing.T) {
 	if got := a.must(key, "exec", box, "--", "echo", "awake"); !strings.Contains(got, "awake") {
 		t.Fatalf("exec after wake: %q", got)
 	}
+	// Destroyed through A: the follower on B ends too.
 	for _, bx := range []string{box, box2} {
-		b.must(key, "rm", bx)
+		a.must(key, "rm", bx)
 	}
 	// Each gateway has its own session with a box's agent: neither cut the
 	// other's streams (a follower retrying would hide it).
@@ -449,7 +450,7 @@ func TestClusterTwoGateways(t *testing.T) {
 		}
 	}
 	// The live follower on B saw the whole turn, each line once, and
-	// ended with the box.
+	// ended with the box (destroyed through the other gateway).
 	select {
 	case <-followDone:
 		followDone <- nil
