@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,6 +97,53 @@ const ClusterChannel = "sbx_fleet"
 // (and end it) without renewing it: a gateway that dies hands its turns
 // over to another within this.
 const followTTL = 15 * time.Second
+
+// poolTTL is how long a gateway's warm machine stays its own without a
+// renewal (every tick renews it).
+const poolTTL = 2 * time.Minute
+
+func poolLease(vmName string) string { return "pool/" + vmName }
+
+// keepPool renews the leases on this gateway's warm machines and reaps
+// those of gateways that are gone (no record uses them, nobody renews).
+func (f *Fleet) keepPool(ctx context.Context, recs []record) {
+	used := map[string]bool{}
+	for _, r := range recs {
+		used[r.VM] = true
+	}
+	f.pool.mu.Lock()
+	mine := append([]string(nil), f.pool.ready...)
+	for n := range f.pool.boots {
+		mine = append(mine, n)
+	}
+	own := maps.Clone(f.pool.made)
+	f.pool.mu.Unlock()
+	if own == nil {
+		own = map[string]bool{}
+	}
+	for _, n := range mine {
+		own[n] = true
+		f.once(ctx, poolLease(n), poolTTL)
+	}
+	exists := map[string]bool{}
+	for _, b := range f.vm.List() {
+		exists[b.Name] = true
+		if !strings.HasPrefix(b.Name, poolPrefix) || used[b.Name] || own[b.Name] {
+			continue
+		}
+		if f.once(ctx, poolLease(b.Name), poolTTL) {
+			f.log.Info("warm pool: reaping a machine no gateway keeps", "vm", b.Name)
+			f.discard(b.Name)
+		}
+	}
+	f.pool.mu.Lock()
+	for n := range f.pool.made {
+		if !exists[n] && !f.pool.boots[n] {
+			delete(f.pool.made, n)
+		}
+	}
+	f.pool.mu.Unlock()
+}
 
 // staleSetup is how long a box may stay creating on a cluster before it
 // counts as abandoned by the gateway that set it up.

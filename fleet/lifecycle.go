@@ -202,6 +202,7 @@ func (f *Fleet) Tick(ctx context.Context) {
 	}
 	if f.cluster != nil {
 		f.takeOver(ctx, recs)
+		f.keepPool(ctx, recs)
 	}
 	f.refill()
 }

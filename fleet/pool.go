@@ -11,6 +11,10 @@ type pool struct {
 	mu      sync.Mutex
 	ready   []string
 	booting int
+	boots   map[string]bool // the machines booting (names)
+	// made is every warm machine this gateway booted, claimed ones too,
+	// while the machine exists (a cluster's reaper never takes these).
+	made map[string]bool
 }
 
 func (p *pool) add(name string) {
@@ -77,6 +81,17 @@ func (f *Fleet) refill() {
 		defer f.wg.Done()
 		name := poolName()
 		ctx := f.ctx
+		f.pool.mu.Lock()
+		if f.pool.boots == nil {
+			f.pool.boots, f.pool.made = map[string]bool{}, map[string]bool{}
+		}
+		f.pool.boots[name] = true
+		f.pool.made[name] = true
+		f.pool.mu.Unlock()
+		// On a cluster a warm machine is this gateway's while it holds
+		// its lease (renewed at every tick): another gateway reaps it
+		// only once this one is gone.
+		f.once(ctx, poolLease(name), poolTTL)
 		spec, err := f.spec(ctx, name)
 		if err == nil {
 			_, err = f.vm.Create(ctx, name, spec)
@@ -91,6 +106,7 @@ func (f *Fleet) refill() {
 		}
 		f.pool.mu.Lock()
 		f.pool.booting--
+		delete(f.pool.boots, name)
 		if err == nil {
 			f.pool.ready = append(f.pool.ready, name)
 		}
