@@ -15,6 +15,9 @@
 //     PTYs, resize, signals and files all go through the same agent protocol
 //     as on QEMU, confined to /workspace by the agent.
 //
+// Machines (machines.go) is the vm.Manager of a cluster: state only on the
+// claims, so every gateway of a cluster sees and drives every box.
+//
 // Sleep deletes the Pod and keeps the claim; Wake creates a new Pod on it, a
 // cold boot every time (there is no memory snapshot on Kubernetes). Before
 // sbx deletes a Pod it annotates it (sbx.dev/stop), so every gateway's Wait
