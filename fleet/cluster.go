@@ -241,6 +241,21 @@ func (f *Fleet) forget(name string) {
 	removeFile(f.posPath(name))
 }
 
+// catchUp waits (a bounded while) until this gateway's copy of a box's log
+// holds the box's finished turns, before a turn is started or followed
+// here (which writes past them). Cluster only.
+func (f *Fleet) catchUp(ctx context.Context, name string) {
+	if f.cluster == nil {
+		return
+	}
+	select {
+	case <-f.mirror(name):
+	case <-time.After(30 * time.Second):
+		f.log.Warn("this gateway's copy of the log is behind", "box", name)
+	case <-ctx.Done():
+	}
+}
+
 // once reports whether this gateway is the one to act on key (always
 // without a cluster).
 func (f *Fleet) once(ctx context.Context, key string, ttl time.Duration) bool {

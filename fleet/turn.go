@@ -79,6 +79,7 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 	if action != "box.start" {
 		header += "> " + strings.ReplaceAll(message, "\n", "\n> ") + "\n"
 	}
+	f.catchUp(ctx, rec.Name)
 	if err := f.logAt(rec.Name, rec.Turn, logHeader, 0, header); err != nil {
 		return err
 	}
@@ -162,6 +163,10 @@ func (f *Fleet) follow(rec record, live *agent.Process) {
 			hctx, hcancel := context.WithCancel(ctx)
 			defer hcancel()
 			f.wg.Go(func() { f.holdFollow(hctx, rec.Name, cancel) })
+			if live == nil {
+				// Taken over: the turns before may be missing here.
+				f.catchUp(ctx, rec.Name)
+			}
 		}
 		f.followTurn(ctx, rec, stopped, live)
 	}()

@@ -408,10 +408,26 @@ func TestClusterTwoGateways(t *testing.T) {
 	// A comes back; a second box through B. The idle timer fires on both
 	// gateways' ticks, and each box goes to sleep once.
 	a = startClusterGateway(t, bin, c, "A2", dataA, pub, "--set", idleFlag)
-	box2 := strings.TrimSpace(strings.SplitN(b.must(key, "new", "--agent", "script", `"!say hi"`), "\n", 2)[0])
-	a.waitState(key, box2, "done", time.Minute)
-	if logs := a.must(key, "logs", box2); !strings.Contains(logs, "hi") {
-		t.Fatalf("A's log of %s (turn followed by B): %q", box2, logs)
+	// A question asked in a turn B follows is answered through A, which
+	// then follows the next turn.
+	box2 := strings.TrimSpace(strings.SplitN(b.must(key, "new", "--agent", "script",
+		`"!say starting`+"\n!ask Which word?\n!write README.md {answer}\n"+`!say finished"`), "\n", 2)[0])
+	a.waitState(key, box2, "waiting", time.Minute)
+	a.must(key, "answer", box2, "banana")
+	b.waitState(key, box2, "done", time.Minute)
+	for g, want := range map[*clusterGateway][]string{a: {"starting", "Which word?", "> banana", "finished"}, b: {"starting", "Which word?", "finished"}} {
+		logs := g.must(key, "logs", box2)
+		for _, w := range want {
+			if strings.Count(logs, w) < 1 {
+				t.Fatalf("gateway %s's log of %s lacks %q:\n%s", g.name, box2, w, logs)
+			}
+		}
+		if n := strings.Count(logs, "starting"); n != 1 {
+			t.Fatalf("gateway %s's log of %s starts %d times:\n%s", g.name, box2, n, logs)
+		}
+	}
+	if got := b.must(key, "exec", box2, "--", "cat", "README.md"); !strings.Contains(got, "banana") {
+		t.Fatalf("the answered turn did not write README.md: %q", got)
 	}
 	for _, bx := range []string{box, box2} {
 		a.waitState(key, bx, "sleeping", idle+time.Minute)
