@@ -271,13 +271,21 @@ func (m *Machines) expire(name string) {
 	m.mu.Lock()
 	delete(m.timers, name)
 	m.mu.Unlock()
-	if m.ctx.Err() != nil || !m.cfg.Once(m.ctx, "box/"+name+"/max-duration", 10*time.Minute) {
+	if m.ctx.Err() != nil {
+		return
+	}
+	box, _, err := m.b.record(m.ctx, name)
+	if err != nil || !(box.State == vm.Creating || box.State == vm.Running || box.State == vm.Sleeping) {
+		return
+	}
+	// Keyed by the box's first start: a later box of the same name has its
+	// own.
+	if !m.cfg.Once(m.ctx, fmt.Sprintf("box/%s/max-duration/%d", name, box.Started.UnixNano()), 10*time.Minute) {
 		return
 	}
 	l := m.lock(name)
 	defer l.Unlock()
-	box, _, err := m.b.record(m.ctx, name)
-	if err != nil || !(box.State == vm.Creating || box.State == vm.Running || box.State == vm.Sleeping) {
+	if box, _, err = m.b.record(m.ctx, name); err != nil || !(box.State == vm.Creating || box.State == vm.Running || box.State == vm.Sleeping) {
 		return
 	}
 	m.dropClient(name)
