@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"sort"
 	"sync"
@@ -35,6 +33,9 @@ type Config struct {
 // leaves machines to its Backend. Safe for concurrent use; operations on
 // one box are serialised.
 type Manager struct {
+	// AgentOps: Exec, the file calls and Watch, through agent.
+	AgentOps
+
 	backend Backend
 	cfg     Config
 	log     *slog.Logger
@@ -88,6 +89,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{backend: cfg.Backend, cfg: cfg, log: log, ctx: mctx, cancel: cancel,
 		boxes: map[string]*entry{}, subs: map[*subscriber]struct{}{}}
+	m.AgentOps = AgentOps{Client: m.agent}
 	boxes, err := cfg.Backend.Recover(ctx)
 	if err != nil {
 		cancel()
@@ -652,94 +654,4 @@ func (m *Manager) agent(ctx context.Context, name string) (*agent.Client, error)
 	e.client = c
 	m.mu.Unlock()
 	return c, nil
-}
-
-// Exec starts a process in a running box.
-func (m *Manager) Exec(ctx context.Context, name string, req agent.ExecRequest) (*agent.Process, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c.Exec(ctx, req)
-}
-
-// Stat describes path under the box's /workspace.
-func (m *Manager) Stat(ctx context.Context, name, path string) (agent.FileInfo, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return agent.FileInfo{}, err
-	}
-	return c.Stat(ctx, path)
-}
-
-// ReadDir lists a directory under the box's /workspace.
-func (m *Manager) ReadDir(ctx context.Context, name, path string) ([]agent.FileInfo, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c.ReadDir(ctx, path)
-}
-
-// ReadFile streams a file from the box's /workspace.
-func (m *Manager) ReadFile(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c.ReadFile(ctx, path)
-}
-
-// WriteFile writes r to path under the box's /workspace.
-func (m *Manager) WriteFile(ctx context.Context, name, path string, mode fs.FileMode, r io.Reader) error {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.WriteFile(ctx, path, mode, r)
-}
-
-// MkdirAll creates a directory path under the box's /workspace.
-func (m *Manager) MkdirAll(ctx context.Context, name, path string, mode fs.FileMode) error {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.MkdirAll(ctx, path, mode)
-}
-
-// Remove deletes path under the box's /workspace.
-func (m *Manager) Remove(ctx context.Context, name, path string) error {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.Remove(ctx, path)
-}
-
-// TarOut streams path under /workspace as a tar archive.
-func (m *Manager) TarOut(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c.TarOut(ctx, path)
-}
-
-// TarIn unpacks a tar archive into dir under /workspace.
-func (m *Manager) TarIn(ctx context.Context, name, dir string, r io.Reader) error {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.TarIn(ctx, dir, r)
-}
-
-// Watch reports changes of path under /workspace until ctx ends.
-func (m *Manager) Watch(ctx context.Context, name, path string) (<-chan agent.WatchEvent, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c.Watch(ctx, path)
 }

@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"sort"
 	"sync"
@@ -31,6 +29,9 @@ import (
 // It has the methods of vm.Manager the fleet uses. Host caps (vm.max_boxes,
 // vm.max_memory_mib) do not apply: the cluster's quotas do.
 type Machines struct {
+	// AgentOps: Exec, the file calls and Watch, through agent.
+	vm.AgentOps
+
 	b    *Backend
 	cfg  MachinesConfig
 	log  *slog.Logger
@@ -90,6 +91,7 @@ func NewMachines(ctx context.Context, b *Backend, cfg MachinesConfig) (*Machines
 		locks: map[string]*sync.Mutex{}, clients: map[string]*agent.Client{}, seen: map[string]vm.Box{},
 		mine: map[string]vm.Box{}, timers: map[string]*time.Timer{}, watched: map[string]string{},
 		subs: map[chan vm.Event]struct{}{}}
+	m.AgentOps = vm.AgentOps{Client: m.agent}
 	m.ctx, m.stop = context.WithCancel(context.WithoutCancel(ctx))
 	// The claims carry the records: every change of one is a possible
 	// state change, wherever it was made. Pods tell of crashes.
@@ -657,76 +659,4 @@ func (m *Machines) agent(ctx context.Context, name string) (*agent.Client, error
 	m.clients[name] = c
 	m.mu.Unlock()
 	return c, nil
-}
-
-// Exec starts a process in a running box.
-func (m *Machines) Exec(ctx context.Context, name string, req agent.ExecRequest) (*agent.Process, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c.Exec(ctx, req)
-}
-
-// Stat describes path under the box's /workspace.
-func (m *Machines) Stat(ctx context.Context, name, path string) (agent.FileInfo, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return agent.FileInfo{}, err
-	}
-	return c.Stat(ctx, path)
-}
-
-// ReadDir lists a directory under the box's /workspace.
-func (m *Machines) ReadDir(ctx context.Context, name, path string) ([]agent.FileInfo, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c.ReadDir(ctx, path)
-}
-
-// ReadFile streams a file from the box's /workspace.
-func (m *Machines) ReadFile(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c.ReadFile(ctx, path)
-}
-
-// WriteFile writes r to path under the box's /workspace.
-func (m *Machines) WriteFile(ctx context.Context, name, path string, mode fs.FileMode, r io.Reader) error {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.WriteFile(ctx, path, mode, r)
-}
-
-// MkdirAll creates a directory path under the box's /workspace.
-func (m *Machines) MkdirAll(ctx context.Context, name, path string, mode fs.FileMode) error {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.MkdirAll(ctx, path, mode)
-}
-
-// Remove deletes path under the box's /workspace.
-func (m *Machines) Remove(ctx context.Context, name, path string) error {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.Remove(ctx, path)
-}
-
-// TarIn unpacks a tar archive into dir under /workspace.
-func (m *Machines) TarIn(ctx context.Context, name, dir string, r io.Reader) error {
-	c, err := m.agent(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.TarIn(ctx, dir, r)
 }

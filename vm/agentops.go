@@ -1,0 +1,108 @@
+package vm
+
+import (
+	"context"
+	"io"
+	"io/fs"
+
+	"sbx.dev/sbx/vm/agent"
+)
+
+// AgentOps is what a box manager does through a box's agent once it has a
+// live client for it: the one copy of these calls for vm.Manager (one host)
+// and kube.Machines (a cluster), which differ only in how they find and
+// keep that client.
+type AgentOps struct {
+	// Client returns a live agent client for a running box, or why not.
+	Client func(ctx context.Context, name string) (*agent.Client, error)
+}
+
+// Exec starts a process in a running box.
+func (a AgentOps) Exec(ctx context.Context, name string, req agent.ExecRequest) (*agent.Process, error) {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return c.Exec(ctx, req)
+}
+
+// Stat describes path under the box's /workspace.
+func (a AgentOps) Stat(ctx context.Context, name, path string) (agent.FileInfo, error) {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return agent.FileInfo{}, err
+	}
+	return c.Stat(ctx, path)
+}
+
+// ReadDir lists a directory under the box's /workspace.
+func (a AgentOps) ReadDir(ctx context.Context, name, path string) ([]agent.FileInfo, error) {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return c.ReadDir(ctx, path)
+}
+
+// ReadFile streams a file from the box's /workspace.
+func (a AgentOps) ReadFile(ctx context.Context, name, path string) (io.ReadCloser, error) {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return c.ReadFile(ctx, path)
+}
+
+// WriteFile writes r to path under the box's /workspace.
+func (a AgentOps) WriteFile(ctx context.Context, name, path string, mode fs.FileMode, r io.Reader) error {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return err
+	}
+	return c.WriteFile(ctx, path, mode, r)
+}
+
+// MkdirAll creates a directory path under the box's /workspace.
+func (a AgentOps) MkdirAll(ctx context.Context, name, path string, mode fs.FileMode) error {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return err
+	}
+	return c.MkdirAll(ctx, path, mode)
+}
+
+// Remove deletes path under the box's /workspace.
+func (a AgentOps) Remove(ctx context.Context, name, path string) error {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return err
+	}
+	return c.Remove(ctx, path)
+}
+
+// TarOut streams path under /workspace as a tar archive.
+func (a AgentOps) TarOut(ctx context.Context, name, path string) (io.ReadCloser, error) {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return c.TarOut(ctx, path)
+}
+
+// TarIn unpacks a tar archive into dir under /workspace.
+func (a AgentOps) TarIn(ctx context.Context, name, dir string, r io.Reader) error {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return err
+	}
+	return c.TarIn(ctx, dir, r)
+}
+
+// Watch reports changes of path under /workspace until ctx ends.
+func (a AgentOps) Watch(ctx context.Context, name, path string) (<-chan agent.WatchEvent, error) {
+	c, err := a.Client(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return c.Watch(ctx, path)
+}
