@@ -895,5 +895,11 @@ func fileExists(p string) bool {
 }
 
 // Close drops the backend's hold on the machines; they keep running and a
-// later backend re-adopts them.
-func (b *Backend) Close() error { return nil }
+// later backend re-adopts them. The tmpfs RAM dir goes when no machine
+// uses it any more (os.Remove leaves a non-empty one alone).
+func (b *Backend) Close() error {
+	if b.ramDir != "" {
+		os.Remove(b.ramDir)
+	}
+	return nil
+}

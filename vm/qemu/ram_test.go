@@ -136,6 +136,11 @@ func TestGuestRAMOnTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return len(ramFiles()) == 0 }, "the RAM dir to be empty after destroy")
+	// Closed with no machine left, the backend leaves nothing in /dev/shm.
+	m.Close()
+	if _, err := os.Stat(ramDir); !os.IsNotExist(err) {
+		t.Errorf("RAM dir %s still there after Close: %v", ramDir, err)
+	}
 }
 
 // TestGuestRAMFallsBackToDisk: with no room in the RAM dir for the box's
