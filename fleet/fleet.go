@@ -115,6 +115,12 @@ type Fleet struct {
 	ctx    context.Context // lives until Close: background work (turns, pool)
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// vmBox maps a machine name to the box that last held it: a hint for
+	// the box network's per-request lookup (recordOfVM), checked against
+	// the record each time, so a stale entry costs one full scan.
+	vmBoxMu sync.Mutex
+	vmBox   map[string]string
 }
 
 // boxRT is the in-memory side of one box: its lock, its log, and the

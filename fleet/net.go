@@ -64,16 +64,36 @@ type ModelUsage struct {
 }
 
 // recordOfVM finds the box that owns a machine.
+//
+// Every request through a box's network path asks this, so the box last
+// found for the machine is tried first; only a miss reads every record.
 func (f *Fleet) recordOfVM(ctx context.Context, vmName string) (record, bool, error) {
+	f.vmBoxMu.Lock()
+	hint, ok := f.vmBox[vmName]
+	f.vmBoxMu.Unlock()
+	if ok {
+		if r, err := f.load(ctx, hint); err == nil && r.VM == vmName && r.State != Destroyed {
+			return r, true, nil
+		}
+	}
 	recs, err := f.loadAll(ctx)
 	if err != nil {
 		return record{}, false, err
 	}
 	for _, r := range recs {
 		if r.VM == vmName && r.State != Destroyed {
+			f.vmBoxMu.Lock()
+			if f.vmBox == nil {
+				f.vmBox = map[string]string{}
+			}
+			f.vmBox[vmName] = r.Name
+			f.vmBoxMu.Unlock()
 			return r, true, nil
 		}
 	}
+	f.vmBoxMu.Lock()
+	delete(f.vmBox, vmName)
+	f.vmBoxMu.Unlock()
 	return record{}, false, nil
 }
 
