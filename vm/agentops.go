@@ -2,8 +2,12 @@ package vm
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"time"
 
 	"sbx.dev/sbx/vm/agent"
 )
@@ -105,4 +109,50 @@ func (a AgentOps) Watch(ctx context.Context, name, path string) (<-chan agent.Wa
 		return nil, err
 	}
 	return c.Watch(ctx, path)
+}
+
+// Connector opens a stream to a box's agent port (vm.Backend has it).
+type Connector interface {
+	Connect(ctx context.Context, name string) (net.Conn, error)
+}
+
+// DialAgent opens an agent session to a box through c (the handshake
+// included); its caller owns the client.
+func DialAgent(ctx context.Context, c Connector, name string) (*agent.Client, error) {
+	conn, err := c.Connect(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("connect agent: %w", err)
+	}
+	cl, err := agent.Connect(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("agent handshake: %w", err)
+	}
+	return cl, nil
+}
+
+// ReadyAgent is what a manager does after every boot or wake: a session to
+// the box's agent that has set the guest's clock and reseeded its entropy
+// (a restored snapshot has stale copies of both). The two go on their own
+// streams at once, so a wake waits for the slower only; their answers are
+// the proof of life.
+func ReadyAgent(ctx context.Context, c Connector, name string) (*agent.Client, error) {
+	cl, err := DialAgent(ctx, c, name)
+	if err != nil {
+		return nil, err
+	}
+	seed := make([]byte, 64)
+	rand.Read(seed)
+	clockErr := make(chan error, 1)
+	go func() { clockErr <- cl.SetClock(ctx, time.Now()) }()
+	err = cl.Reseed(ctx, seed)
+	if cerr := <-clockErr; cerr != nil {
+		cl.Close()
+		return nil, fmt.Errorf("agent set clock: %w", cerr)
+	}
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("agent reseed: %w", err)
+	}
+	return cl, nil
 }

@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -315,42 +314,14 @@ func (m *Manager) ready(ctx context.Context, name string, e *entry) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
 	defer cancel()
 	m.dropClient(e)
-	c, err := m.connect(ctx, name)
+	c, err := ReadyAgent(ctx, m.backend, name)
 	if err != nil {
 		return err
-	}
-	// Both on their own streams at once: a wake waits for the slower only.
-	// Their answers are the proof of life; no separate ping.
-	seed := make([]byte, 64)
-	rand.Read(seed)
-	clockErr := make(chan error, 1)
-	go func() { clockErr <- c.SetClock(ctx, time.Now()) }()
-	err = c.Reseed(ctx, seed)
-	if cerr := <-clockErr; cerr != nil {
-		c.Close()
-		return fmt.Errorf("agent set clock: %w", cerr)
-	}
-	if err != nil {
-		c.Close()
-		return fmt.Errorf("agent reseed: %w", err)
 	}
 	m.mu.Lock()
 	e.client = c
 	m.mu.Unlock()
 	return nil
-}
-
-func (m *Manager) connect(ctx context.Context, name string) (*agent.Client, error) {
-	conn, err := m.backend.Connect(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("connect agent: %w", err)
-	}
-	c, err := agent.Connect(ctx, conn)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("agent handshake: %w", err)
-	}
-	return c, nil
 }
 
 func (m *Manager) dropClient(e *entry) {
@@ -646,7 +617,7 @@ func (m *Manager) agent(ctx context.Context, name string) (*agent.Client, error)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := m.connect(cctx, name)
+	c, err := DialAgent(cctx, m.backend, name)
 	if err != nil {
 		return nil, fmt.Errorf("box %q: %w", name, err)
 	}

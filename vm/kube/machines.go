@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -455,37 +454,14 @@ func (m *Machines) ready(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
 	defer cancel()
 	m.dropClient(name)
-	c, err := m.connect(ctx, name)
+	c, err := vm.ReadyAgent(ctx, m.b, name)
 	if err != nil {
 		return err
-	}
-	seed := make([]byte, 64)
-	rand.Read(seed)
-	if err := c.SetClock(ctx, time.Now()); err != nil {
-		c.Close()
-		return fmt.Errorf("agent set clock: %w", err)
-	}
-	if err := c.Reseed(ctx, seed); err != nil {
-		c.Close()
-		return fmt.Errorf("agent reseed: %w", err)
 	}
 	m.mu.Lock()
 	m.clients[name] = c
 	m.mu.Unlock()
 	return nil
-}
-
-func (m *Machines) connect(ctx context.Context, name string) (*agent.Client, error) {
-	conn, err := m.b.Connect(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("connect agent: %w", err)
-	}
-	c, err := agent.Connect(ctx, conn)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("agent handshake: %w", err)
-	}
-	return c, nil
 }
 
 func (m *Machines) dropClient(name string) {
@@ -651,7 +627,7 @@ func (m *Machines) agent(ctx context.Context, name string) (*agent.Client, error
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := m.connect(cctx, name)
+	c, err := vm.DialAgent(cctx, m.b, name)
 	if err != nil {
 		return nil, fmt.Errorf("box %q: %w", name, err)
 	}
