@@ -76,7 +76,8 @@ type Backend struct {
 	accel          host.Verdict
 	hostKHz        int
 	freePages      bool
-	ramDir         string // "" = guest RAM in the box directories
+	ramDir         string     // "" = guest RAM in the box directories
+	ramMu          sync.Mutex // creating and removing files in ramDir, and ramDir itself
 	debug          bool
 	log            *slog.Logger
 
@@ -402,6 +403,9 @@ func (b *Backend) launch(bx *box, m machine) error {
 	os.Remove(filepath.Join(m.SockDir, agentSock))
 	p, err := startProc(m.QEMU, m.args(), filepath.Join(bx.dir, logFile))
 	if err != nil {
+		if b.onTmpfs(m.RAMFile) {
+			b.dropTmpRAM(m.RAMFile)
+		}
 		return err
 	}
 	b.dropTmpRAMAfter(p, m.RAMFile)
@@ -899,7 +903,9 @@ func fileExists(p string) bool {
 // uses it any more (os.Remove leaves a non-empty one alone).
 func (b *Backend) Close() error {
 	if b.ramDir != "" {
+		b.ramMu.Lock()
 		os.Remove(b.ramDir)
+		b.ramMu.Unlock()
 	}
 	return nil
 }

@@ -36,11 +36,17 @@ func (b *Backend) tmpRAMFile(name string) string {
 // backend has a RAM dir with room for this box's whole memory beside what
 // the other boxes there may still write (a full tmpfs would kill a guest
 // with SIGBUS), else in the box's directory.
+//
+// The file is created here, mode 600 (guest memory), under ramMu: the dir
+// is removed when its last file goes (dropTmpRAMAfter), and a created file
+// keeps it from going between this choice and QEMU's start.
 func (b *Backend) ramFileFor(bx *box) string {
 	onDisk := filepath.Join(bx.dir, ramFile)
 	if b.ramDir == "" {
 		return onDisk
 	}
+	b.ramMu.Lock()
+	defer b.ramMu.Unlock()
 	if err := os.MkdirAll(b.ramDir, 0o700); err != nil {
 		b.log.Warn("guest RAM on disk: cannot create the tmpfs RAM dir", "dir", b.ramDir, "err", err)
 		return onDisk
@@ -62,9 +68,18 @@ func (b *Backend) ramFileFor(bx *box) string {
 	if free < need {
 		b.log.Info("guest RAM on disk: the tmpfs RAM dir is short of room", "box", bx.rec.Box.Name,
 			"free_mib", free>>20, "need_mib", need>>20)
+		os.Remove(b.ramDir) // when empty
 		return onDisk
 	}
-	return b.tmpRAMFile(bx.rec.Box.Name)
+	p := b.tmpRAMFile(bx.rec.Box.Name)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		b.log.Warn("guest RAM on disk: cannot create its tmpfs file", "file", p, "err", err)
+		os.Remove(b.ramDir)
+		return onDisk
+	}
+	f.Close()
+	return p
 }
 
 // onTmpfs reports whether path is one of this backend's tmpfs RAM files.
@@ -90,8 +105,17 @@ func (b *Backend) dropTmpRAMAfter(p *proc, path string) {
 	}
 	go func() {
 		<-p.done
-		os.Remove(path)
+		b.dropTmpRAM(path)
 	}()
+}
+
+// dropTmpRAM removes a tmpfs RAM file, and the RAM dir with it when that
+// was its last file (no box leaves an empty /dev/shm/sbx-* behind).
+func (b *Backend) dropTmpRAM(path string) {
+	b.ramMu.Lock()
+	defer b.ramMu.Unlock()
+	os.Remove(path)
+	os.Remove(b.ramDir) // fails, harmlessly, while other files are there
 }
 
 // copySparse copies the data regions of src into a new dst (holes stay
@@ -170,7 +194,7 @@ func (b *Backend) sweepRAMDir() {
 		p := filepath.Join(b.ramDir, e.Name())
 		if !live[p] && strings.HasSuffix(e.Name(), ".ram") {
 			b.log.Warn("recover: removing guest RAM of a box with no machine", "file", p)
-			os.Remove(p)
+			b.dropTmpRAM(p)
 		}
 	}
 }

@@ -104,13 +104,17 @@ func TestGuestRAMOnTmpfs(t *testing.T) {
 	if files := ramFiles(); len(files) != 1 || !strings.HasPrefix(files[0], "ram.") {
 		t.Fatalf("RAM dir holds %v, want one file of box ram", files)
 	}
+	if fi, err := os.Stat(bx.rec.Machine.RAMFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("guest memory file: %v %v, want mode 600", fi.Mode(), err)
+	}
 	// State in guest memory that only a restore (not a cold boot) keeps.
 	run(t, m, "ram", "sh", "-c", "echo kept > /dev/shm/mark")
 
 	if _, err := m.Sleep(ctx, "ram"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(ramFiles()) == 0 }, "the tmpfs RAM file to go after the sleep")
+	waitFor(t, func() bool { _, err := os.Stat(ramDir); return os.IsNotExist(err) },
+		"the tmpfs RAM file, and the RAM dir with its last file, to go after the sleep")
 	if _, err := os.Stat(filepath.Join(dir, "boxes", "ram", ramFile)); err != nil {
 		t.Fatalf("sleep left no memory copy in the box directory: %v", err)
 	}
