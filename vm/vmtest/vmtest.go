@@ -230,18 +230,23 @@ func Run(t *testing.T, s Setup) {
 			t.Fatal(err)
 		}
 		out := &testutil.SyncBuffer{}
-		go io.Copy(out, p.Stdout())
+		copied := make(chan struct{})
+		go func() { io.Copy(out, p.Stdout()); close(copied) }()
 		if err := p.Resize(ctx, 50, 132); err != nil {
 			t.Fatal(err)
 		}
 		io.WriteString(p.Stdin(), "stty size; exit\n")
 		done := make(chan struct{})
 		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			p.Signal(ctx, syscall.SIGKILL)
-			t.Fatalf("shell did not exit; output %q", out.String())
+		// The exit status may arrive before the last output is read (the
+		// Kubernetes exec bridge showed it): read the output to its end.
+		for _, ch := range []chan struct{}{done, copied} {
+			select {
+			case <-ch:
+			case <-time.After(30 * time.Second):
+				p.Signal(ctx, syscall.SIGKILL)
+				t.Fatalf("shell did not exit or its output did not end; output %q", out.String())
+			}
 		}
 		if !strings.Contains(out.String(), "50 132") {
 			t.Fatalf("after resize to 50x132, stty size printed %q", out.String())
