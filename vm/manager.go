@@ -71,16 +71,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.BootTimeout <= 0 {
 		cfg.BootTimeout = 60 * time.Second
 	}
-	d := &cfg.Defaults
-	if d.MemoryMiB <= 0 {
-		d.MemoryMiB = 256
-	}
-	if d.VCPUs <= 0 {
-		d.VCPUs = 1
-	}
-	if d.WorkspaceMiB <= 0 {
-		d.WorkspaceMiB = 1024
-	}
+	cfg.Defaults = cfg.Defaults.WithDefaults(BuiltinDefaults())
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -113,21 +104,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-func (m *Manager) specDefaults(s Spec) Spec {
-	if s.MemoryMiB <= 0 {
-		s.MemoryMiB = m.cfg.Defaults.MemoryMiB
-	}
-	if s.VCPUs <= 0 {
-		s.VCPUs = m.cfg.Defaults.VCPUs
-	}
-	if s.WorkspaceMiB <= 0 {
-		s.WorkspaceMiB = m.cfg.Defaults.WorkspaceMiB
-	}
-	if s.MaxDuration <= 0 {
-		s.MaxDuration = m.cfg.Defaults.MaxDuration
-	}
-	return s
-}
+func (m *Manager) specDefaults(s Spec) Spec { return s.WithDefaults(m.cfg.Defaults) }
 
 // holdsMachine reports whether a box counts against the host caps.
 func holdsMachine(s State) bool { return s == Creating || s == Running || s == Sleeping }
@@ -158,8 +135,8 @@ func (m *Manager) Create(ctx context.Context, name string, spec Spec) (Box, erro
 		return Box{}, err
 	}
 	spec = m.specDefaults(spec)
-	if spec.MemoryMiB < 64 || spec.VCPUs > 64 || spec.WorkspaceMiB < 16 {
-		return Box{}, fmt.Errorf("box %q: spec %+v: want memory ≥ 64 MiB, 1–64 vCPUs, workspace ≥ 16 MiB", name, spec)
+	if err := spec.CheckSize(name); err != nil {
+		return Box{}, err
 	}
 	if spec.Egress != "" {
 		if err := ValidEgress(spec.Egress); err != nil {

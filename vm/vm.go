@@ -51,6 +51,34 @@ type Spec struct {
 	Egress string `json:"egress,omitempty"`
 }
 
+// WithDefaults fills s's zero sizes and max duration from d.
+func (s Spec) WithDefaults(d Spec) Spec {
+	if s.MemoryMiB <= 0 {
+		s.MemoryMiB = d.MemoryMiB
+	}
+	if s.VCPUs <= 0 {
+		s.VCPUs = d.VCPUs
+	}
+	if s.WorkspaceMiB <= 0 {
+		s.WorkspaceMiB = d.WorkspaceMiB
+	}
+	if s.MaxDuration <= 0 {
+		s.MaxDuration = d.MaxDuration
+	}
+	return s
+}
+
+// BuiltinDefaults is what a manager's unset defaults become.
+func BuiltinDefaults() Spec { return Spec{MemoryMiB: 256, VCPUs: 1, WorkspaceMiB: 1024} }
+
+// CheckSize refuses a box spec (defaults applied) no machine can run.
+func (s Spec) CheckSize(name string) error {
+	if s.MemoryMiB < 64 || s.VCPUs > 64 || s.WorkspaceMiB < 16 {
+		return fmt.Errorf("box %q: spec %+v: want memory ≥ 64 MiB, 1–64 vCPUs, workspace ≥ 16 MiB", name, s)
+	}
+	return nil
+}
+
 // The one address a box with an Egress socket can reach, and the name its
 // /etc/hosts gives it. Everything the gateway offers a box (egress proxy,
 // git, model API) is served behind it.

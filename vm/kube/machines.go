@@ -69,16 +69,7 @@ func NewMachines(ctx context.Context, b *Backend, cfg MachinesConfig) (*Machines
 	if cfg.BootTimeout <= 0 {
 		cfg.BootTimeout = 60 * time.Second
 	}
-	d := &cfg.Defaults
-	if d.MemoryMiB <= 0 {
-		d.MemoryMiB = 256
-	}
-	if d.VCPUs <= 0 {
-		d.VCPUs = 1
-	}
-	if d.WorkspaceMiB <= 0 {
-		d.WorkspaceMiB = 1024
-	}
+	cfg.Defaults = cfg.Defaults.WithDefaults(vm.BuiltinDefaults())
 	if cfg.Once == nil {
 		cfg.Once = func(context.Context, string, time.Duration) bool { return true }
 	}
@@ -371,31 +362,14 @@ func (m *Machines) save(box vm.Box, to vm.State, note string) vm.Box {
 	return box
 }
 
-func (m *Machines) specDefaults(s vm.Spec) vm.Spec {
-	d := m.cfg.Defaults
-	if s.MemoryMiB <= 0 {
-		s.MemoryMiB = d.MemoryMiB
-	}
-	if s.VCPUs <= 0 {
-		s.VCPUs = d.VCPUs
-	}
-	if s.WorkspaceMiB <= 0 {
-		s.WorkspaceMiB = d.WorkspaceMiB
-	}
-	if s.MaxDuration <= 0 {
-		s.MaxDuration = d.MaxDuration
-	}
-	return s
-}
-
 // Create provisions a box (its claim and record) in state creating.
 func (m *Machines) Create(ctx context.Context, name string, spec vm.Spec) (vm.Box, error) {
 	if err := vm.ValidName(name); err != nil {
 		return vm.Box{}, err
 	}
-	spec = m.specDefaults(spec)
-	if spec.MemoryMiB < 64 || spec.VCPUs > 64 || spec.WorkspaceMiB < 16 {
-		return vm.Box{}, fmt.Errorf("box %q: spec %+v: want memory ≥ 64 MiB, 1–64 vCPUs, workspace ≥ 16 MiB", name, spec)
+	spec = spec.WithDefaults(m.cfg.Defaults)
+	if err := spec.CheckSize(name); err != nil {
+		return vm.Box{}, err
 	}
 	if m.ctx.Err() != nil {
 		return vm.Box{}, vm.ErrClosed
@@ -416,15 +390,11 @@ func (m *Machines) Create(ctx context.Context, name string, spec vm.Spec) (vm.Bo
 // Start cold-boots a created (or failed) box and returns once its agent
 // answers.
 func (m *Machines) Start(ctx context.Context, name string) (vm.Box, error) {
-	if err := vm.ValidName(name); err != nil {
-		return vm.Box{}, err
-	}
-	l := m.lock(name)
-	defer l.Unlock()
-	box, _, err := m.b.record(ctx, name)
+	box, unlock, err := m.lockRecord(ctx, name)
 	if err != nil {
 		return vm.Box{}, err
 	}
+	defer unlock()
 	switch box.State {
 	case vm.Creating:
 	case vm.Failed:
@@ -474,17 +444,27 @@ func (m *Machines) dropClient(name string) {
 	}
 }
 
-// Sleep removes the box's Pod and keeps its claim.
-func (m *Machines) Sleep(ctx context.Context, name string) (vm.Box, error) {
+// lockRecord checks the name, takes the box's lock and reads its record;
+// the caller calls unlock when err is nil.
+func (m *Machines) lockRecord(ctx context.Context, name string) (box vm.Box, unlock func(), err error) {
 	if err := vm.ValidName(name); err != nil {
-		return vm.Box{}, err
+		return vm.Box{}, nil, err
 	}
 	l := m.lock(name)
-	defer l.Unlock()
-	box, _, err := m.b.record(ctx, name)
+	if box, _, err = m.b.record(ctx, name); err != nil {
+		l.Unlock()
+		return vm.Box{}, nil, err
+	}
+	return box, l.Unlock, nil
+}
+
+// Sleep removes the box's Pod and keeps its claim.
+func (m *Machines) Sleep(ctx context.Context, name string) (vm.Box, error) {
+	box, unlock, err := m.lockRecord(ctx, name)
 	if err != nil {
 		return vm.Box{}, err
 	}
+	defer unlock()
 	if box.State != vm.Running {
 		return box, fmt.Errorf("sleep box %q: %w: it is %s", name, vm.ErrState, box.State)
 	}
@@ -497,15 +477,11 @@ func (m *Machines) Sleep(ctx context.Context, name string) (vm.Box, error) {
 
 // Wake starts a new Pod on the box's claim (always a cold boot).
 func (m *Machines) Wake(ctx context.Context, name string) (vm.Box, error) {
-	if err := vm.ValidName(name); err != nil {
-		return vm.Box{}, err
-	}
-	l := m.lock(name)
-	defer l.Unlock()
-	box, _, err := m.b.record(ctx, name)
+	box, unlock, err := m.lockRecord(ctx, name)
 	if err != nil {
 		return vm.Box{}, err
 	}
+	defer unlock()
 	if box.State != vm.Sleeping {
 		return box, fmt.Errorf("wake box %q: %w: it is %s", name, vm.ErrState, box.State)
 	}
@@ -522,14 +498,11 @@ func (m *Machines) Wake(ctx context.Context, name string) (vm.Box, error) {
 
 // Destroy removes the box's Pod and claim, in any state.
 func (m *Machines) Destroy(ctx context.Context, name string) error {
-	if err := vm.ValidName(name); err != nil {
+	_, unlock, err := m.lockRecord(ctx, name)
+	if err != nil {
 		return err
 	}
-	l := m.lock(name)
-	defer l.Unlock()
-	if _, _, err := m.b.record(ctx, name); err != nil {
-		return err
-	}
+	defer unlock()
 	m.dropClient(name)
 	if err := m.b.Destroy(ctx, name); err != nil {
 		return fmt.Errorf("destroy box %q: %w", name, err)
