@@ -18,14 +18,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/internal/testutil"
+	"sbx.dev/sbx/vm/kube/kubetest"
 )
 
 // The test cluster of hack/cluster (go tool task cluster-up).
@@ -118,45 +117,7 @@ func clusterUp(t *testing.T) testCluster {
 // deploy/rbac.yaml grants it in sbx-boxes, and waits for the namespace's
 // default service account (Pods are refused until it exists).
 func gatewayRBAC(t *testing.T, cs kubernetes.Interface, ns string) {
-	t.Helper()
-	ctx := context.Background()
-	raw, err := os.ReadFile("../deploy/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied := 0
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("deploy/rbac.yaml: %v", err)
-		}
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			o.Namespace = ns
-			_, err = cs.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
-			applied++
-		case *rbacv1.RoleBinding:
-			o.Namespace = ns
-			_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
-			applied++
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if applied != 2 {
-		t.Fatalf("deploy/rbac.yaml: %d Role/RoleBinding objects, want 2", applied)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("namespace %s: no default service account after 30 s", ns)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	kubetest.ApplyRBAC(t, cs, ns, "../deploy/rbac.yaml")
 }
 
 // gatewayKubeconfig writes a copy of the admin kubeconfig that impersonates

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +33,7 @@ import (
 
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/kube/kubetest"
 	"sbx.dev/sbx/vm/vmtest"
 )
 
@@ -103,48 +103,7 @@ func (c *testCluster) namespace(t testing.TB) string {
 			t.Errorf("delete namespace %s: %v", ns, err)
 		}
 	})
-	raw, err := os.ReadFile("../../deploy/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied := 0
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("deploy/rbac.yaml: %v", err)
-		}
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			o.Namespace = ns
-			_, err = c.cs.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
-			applied++
-		case *rbacv1.RoleBinding:
-			o.Namespace = ns
-			_, err = c.cs.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
-			applied++
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if applied != 2 {
-		t.Fatalf("deploy/rbac.yaml: %d Role/RoleBinding objects, want 2", applied)
-	}
-	// The service-account admission refuses Pods until the namespace's
-	// default service account exists.
-	w, err := c.cs.CoreV1().ServiceAccounts(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if _, err := c.cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-		return ns
-	}
-	select {
-	case <-w.ResultChan():
-	case <-time.After(30 * time.Second):
-		t.Fatalf("namespace %s: no default service account after 30 s", ns)
-	}
+	kubetest.ApplyRBAC(t, c.cs, ns, "../../deploy/rbac.yaml")
 	return ns
 }
 
