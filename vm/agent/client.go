@@ -19,8 +19,9 @@ import (
 // Client is the host's end of one agent connection. It is safe for concurrent
 // use; every call runs on its own yamux stream.
 type Client struct {
-	sess   *yamux.Session
-	nextID atomic.Uint64
+	sess    *yamux.Session
+	nextID  atomic.Uint64
+	oldExec atomic.Bool // the guest refused opExecStream
 }
 
 // Connect performs the nonce handshake on conn and starts yamux over it. On
@@ -337,9 +338,16 @@ func (c *Client) Watch(ctx context.Context, path string) (<-chan WatchEvent, err
 
 // Process is a process started by Exec.
 type Process struct {
-	c         *Client
-	id        uint64
-	pid       int
+	c   *Client
+	id  uint64
+	pid int
+	// One-stream exec: st carries everything; input and output go through
+	// in, out and errOut.
+	st     *yamux.Stream
+	in     *stdinWriter
+	out    *outPipe
+	errOut *outPipe
+	// Four-stream exec (agents that predate opExecStream).
 	ctl       *yamux.Stream
 	stdin     *yamux.Stream
 	stdout    *yamux.Stream
@@ -353,11 +361,24 @@ type Process struct {
 }
 
 // Exec starts a process. Its output must be read (or the process blocks once
-// the stream windows are full); ctx bounds the start only — use Signal to end it.
+// the host's buffers are full); ctx bounds the start only — use Signal to end it.
 func (c *Client) Exec(ctx context.Context, req ExecRequest) (*Process, error) {
 	if len(req.Argv) == 0 {
 		return nil, errors.New("agent exec: empty argv")
 	}
+	if !c.oldExec.Load() {
+		p, err := c.execStream(ctx, req)
+		if !errors.Is(err, errOldAgent) {
+			return p, err
+		}
+		c.oldExec.Store(true) // this connection's agent is older: ask it once
+	}
+	return c.execFourStreams(ctx, req)
+}
+
+// execFourStreams is the exec of agents that predate opExecStream: a control
+// stream plus one stream per stdio file, paired by the exec's id.
+func (c *Client) execFourStreams(ctx context.Context, req ExecRequest) (*Process, error) {
 	id := c.nextID.Add(1)
 	p := &Process{c: c, id: id, done: make(chan struct{}), acks: map[uint64]chan *wireError{}}
 	open := func(fd int) (*yamux.Stream, error) {
@@ -442,13 +463,28 @@ func (p *Process) waitLoop() {
 func (p *Process) PID() int { return p.pid }
 
 // Stdin is the process's standard input; Close sends EOF (with a TTY, ^D).
-func (p *Process) Stdin() io.WriteCloser { return p.stdin }
+func (p *Process) Stdin() io.WriteCloser {
+	if p.st != nil {
+		return p.in
+	}
+	return p.stdin
+}
 
 // Stdout is the process's standard output, or the terminal's output with a TTY.
-func (p *Process) Stdout() io.Reader { return p.stdout }
+func (p *Process) Stdout() io.Reader {
+	if p.st != nil {
+		return p.out
+	}
+	return p.stdout
+}
 
 // Stderr is the process's standard error; empty with a TTY.
-func (p *Process) Stderr() io.Reader { return p.stderr }
+func (p *Process) Stderr() io.Reader {
+	if p.st != nil {
+		return p.errOut
+	}
+	return p.stderr
+}
 
 // Resize changes the terminal size of a TTY process.
 func (p *Process) Resize(ctx context.Context, rows, cols uint16) error {
@@ -469,6 +505,17 @@ func (p *Process) control(ctx context.Context, req request) error {
 	default:
 	}
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.st != nil {
+		// On its own stream: the exec stream's input may be blocked by a
+		// process that does not read it.
+		req.Exe = p.id
+		_, err := p.c.simple(ctx, req)
+		var aerr *Error
+		if errors.As(err, &aerr) {
+			aerr.Path = fmt.Sprint("pid ", p.pid)
+		}
 		return err
 	}
 	req.ID = p.c.nextID.Add(1)
@@ -503,6 +550,10 @@ func (p *Process) control(ctx context.Context, req request) error {
 // the streams are released here, so every Exec needs its Wait.
 func (p *Process) Wait() (ExitStatus, error) {
 	<-p.done
+	if p.st != nil {
+		p.closeOnce.Do(func() { p.st.Close() })
+		return p.exit, p.waitErr
+	}
 	p.closeOnce.Do(func() {
 		// The exit frame comes after the output streams ended, so all their
 		// data is buffered here already; closing them frees both sides.

@@ -1,6 +1,9 @@
 package agent
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Detach lets go of a process without ending it: blocked reads of its
 // output and Wait return at once with an error, and the process runs on in
@@ -9,6 +12,12 @@ import "time"
 // up later by other means.
 func (p *Process) Detach() {
 	now := time.Now()
+	if p.st != nil {
+		_ = p.st.SetReadDeadline(now)
+		p.abort(fmt.Errorf("agent exec pid %d: detached", p.pid))
+		_ = p.in.Close()
+		return
+	}
 	_ = p.stdout.SetReadDeadline(now)
 	_ = p.stderr.SetReadDeadline(now)
 	_ = p.ctl.SetReadDeadline(now)

@@ -333,6 +333,27 @@ func (p *process) closeAll() {
 	}
 }
 
+// control applies a resize or signal request.
+func (p *process) control(req request) error {
+	switch req.Op {
+	case opResize:
+		if p.tty == nil {
+			return fmt.Errorf("resize: process has no tty: %w", errInvalid)
+		}
+		return pty.Setsize(p.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
+	case opSignal:
+		if p.gone.Load() {
+			return errors.New("signal: process has exited") // the pid may already belong to someone else
+		}
+		err := unix.Kill(-p.pid, unix.Signal(req.Signal))
+		if err != nil {
+			err = unix.Kill(p.pid, unix.Signal(req.Signal))
+		}
+		return err
+	}
+	return fmt.Errorf("unknown control op %q: %w", req.Op, errInvalid)
+}
+
 // run pumps the stdio streams, obeys control frames, and reports the exit.
 func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *slog.Logger) {
 	defer p.closeAll()
@@ -351,26 +372,7 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 			if err := readFrame(ctl, &req); err != nil {
 				return
 			}
-			var err error
-			switch req.Op {
-			case opResize:
-				if p.tty == nil {
-					err = fmt.Errorf("resize: process has no tty: %w", errInvalid)
-				} else {
-					err = pty.Setsize(p.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
-				}
-			case opSignal:
-				if p.gone.Load() {
-					err = errors.New("signal: process has exited")
-					break // the pid may already belong to someone else
-				}
-				if err = unix.Kill(-p.pid, unix.Signal(req.Signal)); err != nil {
-					err = unix.Kill(p.pid, unix.Signal(req.Signal))
-				}
-			default:
-				err = fmt.Errorf("unknown control op %q: %w", req.Op, errInvalid)
-			}
-			if send(reply{ID: req.ID, Err: toWire(err)}) != nil {
+			if send(reply{ID: req.ID, Err: toWire(p.control(req))}) != nil {
 				return
 			}
 		}
@@ -395,7 +397,7 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 		outs.Add(1)
 		go func() {
 			defer outs.Done()
-			pm.copy(dst)
+			pm.copy(0, func(b []byte) error { _, err := dst.Write(b); return err })
 			dst.Close()
 		}()
 	}
@@ -406,7 +408,15 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 		out(p.stdout, st[1])
 		out(p.stderr, st[2])
 	}
+	exit := p.finish(pumps, &outs)
+	if err := send(reply{ID: id, Exit: &exit}); err != nil {
+		log.Debug("agent: send exit", "pid", p.pid, "err", err)
+	}
+}
 
+// finish waits for the process to exit and for its output pumps to deliver
+// what it wrote, and says how it ended.
+func (p *process) finish(pumps []*pump, outs *sync.WaitGroup) ExitStatus {
 	ws := <-p.exited
 	p.gone.Store(true)
 	// Drain what the process wrote; then cut outputs that stay idle, which
@@ -426,13 +436,10 @@ wait:
 			}
 		}
 	}
-	exit := ExitStatus{Code: ws.ExitStatus()}
 	if ws.Signaled() {
-		exit = ExitStatus{Code: -1, Signal: unix.SignalName(ws.Signal())}
+		return ExitStatus{Code: -1, Signal: unix.SignalName(ws.Signal())}
 	}
-	if err := send(reply{ID: id, Exit: &exit}); err != nil {
-		log.Debug("agent: send exit", "pid", p.pid, "err", err)
-	}
+	return ExitStatus{Code: ws.ExitStatus()}
 }
 
 // pump copies process output to a stream and knows whether it is waiting for
@@ -443,14 +450,16 @@ type pump struct {
 	idleSince atomic.Int64 // unix nanos when the pending read began; 0 while not reading
 }
 
-func (pm *pump) copy(dst io.Writer) {
-	buf := make([]byte, 32<<10)
+// copy reads the process's output into a buffer that keeps head bytes free in
+// front (room for a frame header) and hands each read to send.
+func (pm *pump) copy(head int, send func(b []byte) error) {
+	buf := make([]byte, head+pumpBuf)
 	for {
 		pm.idleSince.Store(time.Now().UnixNano())
-		n, err := pm.src.Read(buf)
+		n, err := pm.src.Read(buf[head:])
 		pm.idleSince.Store(0)
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if werr := send(buf[:head+n]); werr != nil {
 				// The host is gone: the writer gets EPIPE instead of blocking.
 				if pm.src != nil && !pm.tty {
 					pm.src.Close()
@@ -463,6 +472,9 @@ func (pm *pump) copy(dst io.Writer) {
 		}
 	}
 }
+
+// pumpBuf is the most output one read moves.
+const pumpBuf = 32 << 10
 
 func (pm *pump) cutIfIdle(after time.Duration) {
 	since := pm.idleSince.Load()

@@ -47,6 +47,10 @@ type ServerOptions struct {
 	SetClock func(time.Time) error
 	// WatchInterval is the poll period of Watch; default 100ms.
 	WatchInterval time.Duration
+
+	// noExecStream answers opExecStream as agents before it did (tests of
+	// the client's fallback).
+	noExecStream bool
 }
 
 // DefaultEnv is the environment every executed process starts from.
@@ -213,7 +217,7 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) error {
 	}
 	defer sess.Close()
 	s.log.Debug("agent: host connected")
-	c := &connState{srv: s, execs: map[uint64]*pendingExec{}}
+	c := &connState{srv: s, execs: map[uint64]*pendingExec{}, procs: map[uint64]*process{}}
 	// Handlers are not waited for: a process started on this connection
 	// keeps running after the host goes away (its stdio is closed), so a
 	// gateway restart does not kill a box's work.
@@ -237,12 +241,14 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) error {
 	}
 }
 
-// connState is what one connection's streams share: exec calls waiting for
-// their stdio streams.
+// connState is what one connection's streams share: four-stream exec calls
+// waiting for their stdio streams, and the processes of one-stream execs
+// (for resize and signal calls).
 type connState struct {
 	srv   *server
 	mu    sync.Mutex
 	execs map[uint64]*pendingExec
+	procs map[uint64]*process // by exec id; nil while starting
 }
 
 func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
@@ -267,6 +273,14 @@ func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
 		c.exec(ctx, st, req)
 	case opAttach:
 		c.attach(st, req)
+	case opExecStream:
+		if s.opts.noExecStream {
+			answer(reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
+			return
+		}
+		c.execStream(st, req)
+	case opResize, opSignal:
+		answer(reply{}, c.control(req))
 	case opStat:
 		fi, err := s.stat(req.Path)
 		answer(reply{Info: &fi}, err)
