@@ -49,10 +49,8 @@ func silenceStderr() error {
 }
 
 // Join copies guest ⇄ a new connection to the unix socket until both
-// directions end. A direction that ends cleanly half-closes the other side
-// (an HTTP client may send its request and shut down its write side); a
-// failed read or write, or ctx ending, closes both at once. Join closes
-// guest. When socket cannot be dialed the guest sees its connection close.
+// directions end (see Pipe). Join closes guest. When socket cannot be
+// dialed the guest sees its connection close.
 func Join(ctx context.Context, guest net.Conn, socket string) error {
 	defer guest.Close()
 	var d net.Dialer
@@ -60,21 +58,38 @@ func Join(ctx context.Context, guest net.Conn, socket string) error {
 	if err != nil {
 		return fmt.Errorf("vm-fwd: %w", err)
 	}
-	defer gw.Close()
-	stop := context.AfterFunc(ctx, func() { guest.Close(); gw.Close() })
+	return Pipe(ctx, guest, gw)
+}
+
+// Pipe copies a ⇄ b until both directions end, then closes both. A
+// direction that ends cleanly half-closes the other side (an HTTP client
+// may send its request and shut down its write side); a failed read or
+// write, or ctx ending, closes both at once. A yamux stream half-closes
+// with Close: wrap it in HalfCloser.
+func Pipe(ctx context.Context, a, b net.Conn) error {
+	defer a.Close()
+	defer b.Close()
+	stop := context.AfterFunc(ctx, func() { a.Close(); b.Close() })
 	defer stop()
 	errc := make(chan error, 2)
-	go func() { errc <- pipe(gw, guest) }()
-	go func() { errc <- pipe(guest, gw) }()
+	go func() { errc <- pipe(b, a) }()
+	go func() { errc <- pipe(a, b) }()
 	if err := <-errc; err != nil {
 		return err // the deferred closes end the other direction
 	}
-	err = <-errc
+	err := <-errc
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
 }
+
+// HalfCloser gives a stream whose Close only ends its write side (a yamux
+// stream: Close sends FIN and reads go on) the CloseWrite Pipe looks for.
+type HalfCloser struct{ net.Conn }
+
+// CloseWrite ends the write side.
+func (h HalfCloser) CloseWrite() error { return h.Conn.Close() }
 
 // pipe copies src to dst, then half-closes dst.
 func pipe(dst, src net.Conn) error {

@@ -108,7 +108,13 @@ type Config struct {
 	// session per client (podagent.ClientHeader): gateways sharing the boxes
 	// never cut each other's connections. Default: random per Backend.
 	ClientID string
-	Logger   *slog.Logger
+	// Egress dials this gateway's network path for a box that asked for
+	// egress (vm.Spec.Egress not empty), once per connection the box opens
+	// to vm.EgressAddr. nil: the unix socket Spec.Egress names (one
+	// gateway); a cluster's gateways each give their own path, since the
+	// socket the record names is the creating gateway's.
+	Egress func(ctx context.Context, box string, spec vm.Spec) (net.Conn, error)
+	Logger *slog.Logger
 }
 
 // Backend is the Kubernetes vm.Backend.
@@ -123,9 +129,11 @@ type Backend struct {
 	stop         context.CancelFunc
 
 	mu      sync.Mutex
-	changed map[string]chan struct{} // object name → closed at its next change
-	gone    map[string]*corev1.Pod   // object name → last state of its deleted Pod
-	cpu     map[string]cpuSample     // box → previous Stats sample
+	changed map[string]chan struct{}   // object name → closed at its next change
+	gone    map[string]*corev1.Pod     // object name → last state of its deleted Pod
+	cpu     map[string]cpuSample       // box → previous Stats sample
+	egress  map[types.UID]*egressState // Pods this gateway has an egress session with
+	bg      context.Context            // ends at Close
 }
 
 type cpuSample struct {
@@ -186,7 +194,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("kubernetes backend: %w", err)
 	}
 	b := &Backend{cfg: cfg, log: log.With("backend", "kubernetes", "namespace", cfg.Namespace), rest: rc, cs: cs, ns: cfg.Namespace,
-		changed: map[string]chan struct{}{}, gone: map[string]*corev1.Pod{}, cpu: map[string]cpuSample{}}
+		changed: map[string]chan struct{}{}, gone: map[string]*corev1.Pod{}, cpu: map[string]cpuSample{},
+		egress: map[types.UID]*egressState{}}
+	if err := b.ensurePolicy(ctx); err != nil {
+		return nil, err
+	}
 	sel := func(o *metav1.ListOptions) { o.LabelSelector = LabelManaged + "=" + managedBy }
 	b.pods = coreinformers.NewFilteredPodInformer(cs, b.ns, 0, cache.Indexers{}, sel)
 	b.claims = coreinformers.NewFilteredPersistentVolumeClaimInformer(cs, b.ns, 0, cache.Indexers{}, sel)
@@ -200,7 +212,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		}
 	}
 	ictx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b.stop = cancel
+	b.stop, b.bg = cancel, ictx
 	go b.pods.RunWithContext(ictx)
 	go b.claims.RunWithContext(ictx)
 	sctx, scancel := context.WithTimeout(ctx, time.Minute)
@@ -262,6 +274,9 @@ func (b *Backend) key(obj string) string { return b.ns + "/" + obj }
 func (b *Backend) onChange(o any) {
 	if m, ok := o.(metav1.Object); ok {
 		b.poke(m.GetName())
+	}
+	if p, ok := o.(*corev1.Pod); ok {
+		b.attachEgress(p)
 	}
 }
 
@@ -345,10 +360,6 @@ func (b *Backend) labels(box, owner string) map[string]string {
 func (b *Backend) Create(ctx context.Context, box vm.Box) error {
 	if _, err := b.image(box.Spec.Image); err != nil {
 		return err
-	}
-	if box.Spec.Egress != "" {
-		// Refused rather than started without the path it asked for.
-		return fmt.Errorf("kubernetes: box %q: egress is not supported on this backend yet", box.Name)
 	}
 	owner, _ := ctx.Value(ownerKey{}).(string)
 	rec, err := json.Marshal(box)
@@ -437,10 +448,11 @@ func (b *Backend) podSpec(box vm.Box, pvc *corev1.PersistentVolumeClaim) (*corev
 				Name:            ContainerName,
 				Image:           img,
 				ImagePullPolicy: b.cfg.PullPolicy,
-				// No egress path yet: the agent deletes the Pod's interfaces
-				// (CNI's eth0) before serving, with NET_ADMIN granted for that
-				// and dropped from its bounding set after.
-				Command:                  []string{"/usr/local/bin/sbx", "pod-agent", "serve", "--no-network"},
+				// The agent deletes the Pod's interfaces (CNI's eth0) before
+				// serving, with NET_ADMIN granted for that and dropped from
+				// its bounding set after; a box with egress keeps one way out
+				// (egress.go).
+				Command:                  agentCommand(box.Spec),
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				SecurityContext: &corev1.SecurityContext{
 					Capabilities:             &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}},
@@ -466,7 +478,23 @@ func (b *Backend) podSpec(box vm.Box, pvc *corev1.PersistentVolumeClaim) (*corev
 	if b.cfg.RuntimeClass != "" {
 		p.Spec.RuntimeClassName = &b.cfg.RuntimeClass
 	}
+	if box.Spec.Egress != "" {
+		// As in a QEMU box: the gateway by name, and no DNS.
+		p.Spec.HostAliases = []corev1.HostAlias{{IP: vm.EgressIP, Hostnames: []string{vm.EgressHostname}}}
+		p.Spec.DNSPolicy = corev1.DNSNone
+		p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}}
+	}
 	return p, nil
+}
+
+// agentCommand is the box container's command: the pod agent with no
+// network, or with only the egress listener.
+func agentCommand(spec vm.Spec) []string {
+	cmd := []string{"/usr/local/bin/sbx", "pod-agent", "serve", "--no-network"}
+	if spec.Egress != "" {
+		cmd = append(cmd, "--egress", vm.EgressAddr)
+	}
+	return cmd
 }
 
 // Start creates the box's Pod and returns once its container runs.
@@ -493,6 +521,14 @@ func (b *Backend) Start(ctx context.Context, name string) error {
 			b.log.Warn("remove pod after failed start", "box", name, "err", kerr)
 		}
 		return err
+	}
+	if box.Spec.Egress != "" {
+		if err := b.waitEgress(ctx, name, pod.UID); err != nil {
+			if kerr := b.stopPod(context.WithoutCancel(ctx), name, "kill", 0); kerr != nil {
+				b.log.Warn("remove pod after failed start", "box", name, "err", kerr)
+			}
+			return err
+		}
 	}
 	return nil
 }
@@ -849,11 +885,17 @@ func (b *Backend) exec(ctx context.Context, obj string, cmd []string, o remoteco
 // Connect execs `sbx pod-agent bridge` in the box container; the exec's
 // stdin/stdout is the returned connection. It lives until Close, not ctx.
 func (b *Backend) Connect(ctx context.Context, name string) (net.Conn, error) {
+	return b.connectSocket(ctx, name, podagent.Socket)
+}
+
+// connectSocket execs `sbx pod-agent bridge --socket socket` in the box
+// container, first sending this gateway's ClientHeader line.
+func (b *Backend) connectSocket(ctx context.Context, name, socket string) (net.Conn, error) {
 	obj := objectName(name)
 	if p := b.pod(obj); p == nil {
 		return nil, fmt.Errorf("kubernetes: box %q has no pod: %w", name, vm.ErrState)
 	}
-	ex, err := b.executor(obj, []string{"/usr/local/bin/sbx", "pod-agent", "bridge"}, true, true)
+	ex, err := b.executor(obj, []string{"/usr/local/bin/sbx", "pod-agent", "bridge", "--socket", socket}, true, true)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -221,9 +225,6 @@ func TestConformance(t *testing.T) {
 		Backend:   func(t *testing.T) vm.Backend { return c.backend(t, ns, nil) },
 		Crash:     func(t *testing.T, name string) { c.crash(t, ns, name) },
 		Leftovers: func(t *testing.T, name string) []string { return c.leftovers(t, ns, name) },
-		// TODO(cluster egress): a NetworkPolicy rendered by sbx that leaves
-		// the gateway's egress proxy as the box Pod's only route.
-		SkipEgress: "kubernetes: the egress path (NetworkPolicy to the gateway's proxy) is not built yet",
 	}
 	if !setNoMemorySnapshot(&s) {
 		t.Skip("vmtest.Setup has no NoMemorySnapshot yet (proposed change to vm/vmtest): its SleepWake demands a process alive after a wake, which a Pod recreated on its claim cannot give")
@@ -280,9 +281,6 @@ func TestSecondGatewayAttaches(t *testing.T) {
 	if _, err := m1.Create(WithOwner(ctx, "alice"), "Shared_Box.1", vm.Spec{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m1.Create(ctx, "egress", vm.Spec{Egress: "/run/sbx/egress.sock"}); err == nil || !strings.Contains(err.Error(), "egress is not supported") {
-		t.Fatalf("a box asking for egress: %v, want refused", err)
-	}
 	if _, err := m1.Start(ctx, "Shared_Box.1"); err != nil {
 		t.Fatal(err)
 	}
@@ -325,6 +323,135 @@ func TestSecondGatewayAttaches(t *testing.T) {
 	}
 	if err := m2.Destroy(ctx, "Shared_Box.1"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEgressAcrossGateways: a box's one way out reaches a gateway while any
+// gateway is up — the one that attached last — each through its own network
+// path for the box (Config.Egress), not the socket the record names.
+func TestEgressAcrossGateways(t *testing.T) {
+	c := cluster(t)
+	ns := c.namespace(t)
+	ctx := context.Background()
+	gateway := func(name string) *vm.Manager {
+		sock := filepath.Join(t.TempDir(), "gw.sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "%s: %s", name, r.URL.Path)
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		b := c.backend(t, ns, func(cfg *Config) {
+			cfg.ClientID = name
+			cfg.Egress = func(ctx context.Context, box string, _ vm.Spec) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			}
+		})
+		m, err := vm.New(ctx, vm.Config{Backend: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m1 := gateway("gw1")
+	const box = "egress-2gw"
+	// The record names a socket of the creating gateway only.
+	if _, err := m1.Create(ctx, box, vm.Spec{Egress: "/nonexistent/gw1.sock"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.Start(ctx, box); err != nil {
+		t.Fatal(err)
+	}
+	sh := func(m *vm.Manager, script string) string {
+		t.Helper()
+		p, err := m.Exec(ctx, box, agent.ExecRequest{Argv: []string{"sh", "-c", script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Stdin().Close()
+		var out bytes.Buffer
+		io.Copy(&out, p.Stdout())
+		p.Wait()
+		return out.String()
+	}
+	until := func(m *vm.Manager, want string) {
+		t.Helper()
+		var got string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if got = sh(m, "timeout 10 wget -q -O- http://"+vm.EgressHostname+"/hi 2>&1"); got == want {
+				return
+			}
+		}
+		t.Fatalf("the box's egress answers %q, want %q", got, want)
+	}
+	until(m1, "gw1: /hi")
+	if got := strings.Fields(sh(m1, "ls /sys/class/net")); len(got) != 1 || got[0] != "lo" {
+		t.Errorf("a box with egress has interfaces %q, want lo only", got)
+	}
+	m2 := gateway("gw2")
+	defer m2.Close()
+	until(m2, "gw2: /hi") // the newest gateway carries new connections
+	m1.Close()
+	until(m2, "gw2: /hi")
+	// Sleep and wake through the second gateway: a new Pod, a new session.
+	if _, err := m2.Sleep(ctx, box); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m2.Wake(ctx, box); err != nil {
+		t.Fatal(err)
+	}
+	until(m2, "gw2: /hi")
+	if err := m2.Destroy(ctx, box); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDenyAllPolicy: the backend creates the box namespace's deny-all
+// NetworkPolicy, puts its spec back when someone opened it, and
+// deploy/networkpolicy.yaml is the same object.
+func TestDenyAllPolicy(t *testing.T) {
+	c := cluster(t)
+	ns := c.namespace(t)
+	ctx := context.Background()
+	c.backend(t, ns, nil).Close()
+	api := c.cs.NetworkingV1().NetworkPolicies(ns)
+	got, err := api.Get(ctx, PolicyName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the backend left no NetworkPolicy: %v", err)
+	}
+	if !reflect.DeepEqual(got.Spec, DenyAllPolicy(ns).Spec) {
+		t.Fatalf("policy spec %+v", got.Spec)
+	}
+	got.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}} // allow all egress
+	if _, err := api.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.backend(t, ns, nil).Close()
+	if got, err = api.Get(ctx, PolicyName, metav1.GetOptions{}); err != nil || len(got.Spec.Egress) != 0 {
+		t.Fatalf("an opened policy was not put back: %+v %v", got.Spec, err)
+	}
+}
+
+func TestDenyAllPolicyManifest(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/networkpolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		t.Fatalf("deploy/networkpolicy.yaml holds a %T", obj)
+	}
+	want := DenyAllPolicy("sbx-boxes")
+	if np.Name != want.Name || np.Namespace != want.Namespace || !reflect.DeepEqual(np.Labels, want.Labels) || !reflect.DeepEqual(np.Spec, want.Spec) {
+		t.Fatalf("deploy/networkpolicy.yaml %+v %+v differs from DenyAllPolicy %+v %+v", np.ObjectMeta, np.Spec, want.ObjectMeta, want.Spec)
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -60,7 +61,7 @@ func NewCommand() *cobra.Command {
 		Short:  "The agent inside a box Pod on Kubernetes (serve, bridge, stats)",
 		Hidden: true,
 	}
-	var socket, workspace string
+	var socket, workspace, egress, egressSocket string
 	var debug, noNetwork bool
 	serve := &cobra.Command{
 		Use:   "serve",
@@ -74,16 +75,35 @@ func NewCommand() *cobra.Command {
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			if noNetwork {
-				// Fail closed: a box meant to have no network does not start
-				// with one.
-				gone, err := isolateNetwork()
+			var gateway netip.AddrPort
+			if egress != "" {
+				var err error
+				if gateway, err = netip.ParseAddrPort(egress); err != nil {
+					return fmt.Errorf("--egress %q: want IP:port: %w", egress, err)
+				}
+			}
+			if noNetwork || egress != "" {
+				// Fail closed: a box meant to have no network (or only the
+				// egress path) does not start with one.
+				gone, err := isolateNetwork(gateway.Addr())
 				if err != nil {
 					return err
 				}
-				log.Info("network removed", "interfaces", gone)
+				log.Info("network removed", "interfaces", gone, "egress", egress)
 			}
-			err := Serve(ctx, socket, workspace, log)
+			// The agent and the egress listener live and end together.
+			run, cancel := context.WithCancel(ctx)
+			defer cancel()
+			errc := make(chan error, 2)
+			go func() { errc <- Serve(run, socket, workspace, log) }()
+			if egress != "" {
+				go func() { errc <- ServeEgress(run, egress, egressSocket, log) }()
+			}
+			err := <-errc
+			cancel()
+			if egress != "" {
+				<-errc
+			}
 			if ctx.Err() != nil {
 				return nil // asked to stop (the Pod is being deleted)
 			}
@@ -94,6 +114,8 @@ func NewCommand() *cobra.Command {
 	serve.Flags().StringVar(&workspace, "workspace", Workspace, "directory every file call is confined to")
 	serve.Flags().BoolVar(&debug, "debug", false, "log at debug level")
 	serve.Flags().BoolVar(&noNetwork, "no-network", false, "delete every interface but loopback first (needs CAP_NET_ADMIN, then dropped)")
+	serve.Flags().StringVar(&egress, "egress", "", "IP:port on loopback where the box reaches the gateway (implies --no-network; see EgressSocket)")
+	serve.Flags().StringVar(&egressSocket, "egress-socket", EgressSocket, "Unix socket gateways attach to for the box's egress")
 	bridge := &cobra.Command{
 		Use:   "bridge",
 		Short: "Copy stdin/stdout to and from the agent's socket (run through exec by the gateway)",
