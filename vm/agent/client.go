@@ -459,12 +459,15 @@ func (p *Process) waitLoop() {
 	}
 }
 
+// oneStream reports whether the process runs on the one-stream exec.
+func (p *Process) oneStream() bool { return p.out != nil }
+
 // PID is the process id in the guest.
 func (p *Process) PID() int { return p.pid }
 
 // Stdin is the process's standard input; Close sends EOF (with a TTY, ^D).
 func (p *Process) Stdin() io.WriteCloser {
-	if p.st != nil {
+	if p.oneStream() {
 		return p.in
 	}
 	return p.stdin
@@ -472,7 +475,7 @@ func (p *Process) Stdin() io.WriteCloser {
 
 // Stdout is the process's standard output, or the terminal's output with a TTY.
 func (p *Process) Stdout() io.Reader {
-	if p.st != nil {
+	if p.oneStream() {
 		return p.out
 	}
 	return p.stdout
@@ -480,7 +483,7 @@ func (p *Process) Stdout() io.Reader {
 
 // Stderr is the process's standard error; empty with a TTY.
 func (p *Process) Stderr() io.Reader {
-	if p.st != nil {
+	if p.oneStream() {
 		return p.errOut
 	}
 	return p.stderr
@@ -507,7 +510,7 @@ func (p *Process) control(ctx context.Context, req request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if p.st != nil {
+	if p.oneStream() {
 		// On its own stream: the exec stream's input may be blocked by a
 		// process that does not read it.
 		req.Exe = p.id
@@ -550,8 +553,12 @@ func (p *Process) control(ctx context.Context, req request) error {
 // the streams are released here, so every Exec needs its Wait.
 func (p *Process) Wait() (ExitStatus, error) {
 	<-p.done
-	if p.st != nil {
-		p.closeOnce.Do(func() { p.st.Close() })
+	if p.oneStream() {
+		p.closeOnce.Do(func() {
+			if p.st != nil {
+				p.st.Close()
+			}
+		})
 		return p.exit, p.waitErr
 	}
 	p.closeOnce.Do(func() {

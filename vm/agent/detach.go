@@ -12,7 +12,7 @@ import (
 // up later by other means.
 func (p *Process) Detach() {
 	now := time.Now()
-	if p.st != nil {
+	if p.oneStream() {
 		_ = p.st.SetReadDeadline(now)
 		p.abort(fmt.Errorf("agent exec pid %d: detached", p.pid))
 		_ = p.in.Close()
