@@ -98,15 +98,9 @@ func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateReques
 		return c, unknownProfile(name)
 	}
 	c.profile = p
-	if f.noNet != "" && name == "claude" {
-		return c, fmt.Errorf("the claude agent needs the gateway's model endpoint, and %s: %w", f.noNet, ErrUnavailable)
-	}
 	allow, err := cleanAllow(req.Allow)
 	if err != nil {
 		return c, err
-	}
-	if f.noNet != "" && len(allow) > 0 {
-		return c, fmt.Errorf("an egress allow-list needs the box network, and %s: %w", f.noNet, ErrUnavailable)
 	}
 	c.allow = allow
 	if len(req.Repos) > MaxRepos {

@@ -73,9 +73,6 @@ type Config struct {
 	GitEnv []string
 	// Network gives boxes their one network path; nil: no network.
 	Network Network
-	// NoNetwork says why boxes have no network (Network nil on a backend
-	// that cannot give them one); what needs it is then refused with it.
-	NoNetwork string
 	// MCP keeps users' MCP servers, their headers sealed by Sealer; nil:
 	// no MCP servers.
 	MCP    MCPStore
@@ -100,7 +97,6 @@ type Fleet struct {
 	log      *slog.Logger
 	gitEnv   []string
 	net      Network
-	noNet    string
 	mcp      MCPStore
 	sealer   Sealer
 	cluster  Cluster
@@ -157,7 +153,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	f := &Fleet{
 		store: cfg.Store, vm: cfg.VM, accounts: cfg.Accounts, audit: cfg.Audit, red: cfg.Redactor,
-		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, noNet: cfg.NoNetwork, mcp: cfg.MCP, sealer: cfg.Sealer,
+		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, mcp: cfg.MCP, sealer: cfg.Sealer,
 		policy: cfg.Policy, boxes: map[string]*boxRT{},
 		cluster: cfg.Cluster, id: cfg.ID,
 	}

@@ -220,9 +220,6 @@ func (f *Fleet) setAllow(ctx context.Context, caller keys.Actor, name string, do
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
-	if f.noNet != "" && len(allow) > 0 {
-		return Box{}, fmt.Errorf("an egress allow-list needs the box network, and %s: %w", f.noNet, ErrUnavailable)
-	}
 	rec, rt, err := f.lockBox(ctx, caller, name)
 	if err != nil {
 		return Box{}, f.safeErr(err)

@@ -6,7 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -22,8 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/internal/testutil"
+	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/kube/kubetest"
 )
 
@@ -516,4 +521,118 @@ func TestClusterNeedsSharedSealKey(t *testing.T) {
 	if !strings.Contains(err.Error(), "SBX_SEAL_KEY") || !strings.Contains(err.Error(), "store.dsn") {
 		t.Fatalf("error %q does not say what to set", err)
 	}
+}
+
+// TestClusterBoxNetwork: a box Pod's one way out is the gateway, as a QEMU
+// box's: its delegated repo over the git endpoint (the token added on the
+// way out), the egress proxy with its allow-list, the model endpoint with
+// the key the box never holds — and nothing else (busybox tools: the test
+// image has no curl or git).
+func TestClusterBoxNetwork(t *testing.T) {
+	c := clusterUp(t)
+	g := newBoxGatewayWith(t, nil, func(cfg *config.Config) {
+		cfg.VM.Backend = "kubernetes"
+		cfg.VM.Kubernetes = config.Kubernetes{Kubeconfig: c.kubeconfig, Namespace: c.namespace,
+			StorageClass: clusterStorageClass, Image: clusterBoxImage}
+		cfg.VM.MemoryMiB = 256
+	})
+	ctx := context.Background()
+	up := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from "+r.Host) })}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go up.Serve(ln)
+	defer up.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	b, err := g.f.Delegate(ctx, g.alice, fleet.DelegateRequest{Agent: "script", Task: "!say ready",
+		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}}, Allow: []string{"allowed.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := b.Name
+	g.waitState(box, fleet.Done)
+	sh := func(script string) (string, int) {
+		t.Helper()
+		p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{Argv: []string{"sh", "-c", script + " 2>&1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Stdin().Close()
+		out, _ := io.ReadAll(p.Stdout())
+		st, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), st.Code
+	}
+
+	// Git: the box's remote is the gateway's endpoint, which answers for
+	// the delegated repo only.
+	remote, _ := sh("sed -n 's/^[[:space:]]*url = //p' /workspace/widget/.git/config")
+	remote = strings.TrimSpace(remote)
+	if !strings.HasPrefix(remote, "http://10.0.2.100/git/") || strings.Contains(remote, g.token) {
+		t.Fatalf("the box's remote: %q", remote)
+	}
+	if out, code := sh("wget -q -O- '" + remote + "/info/refs?service=git-upload-pack'"); code != 0 || !strings.Contains(out, "refs/heads/main") {
+		t.Errorf("git endpoint: exit %d: %q", code, out)
+	}
+	other := strings.Replace(remote, "acme/widget", "acme/other", 1)
+	if out, code := sh("wget -q -O- '" + other + "/info/refs?service=git-upload-pack'"); code == 0 {
+		t.Errorf("an undelegated repo answered: %q", out)
+	}
+
+	// The egress proxy: the allow-list decides.
+	if out, code := sh(fmt.Sprintf("http_proxy=http://10.0.2.100:80 wget -q -O- http://allowed.test:%d/x", port)); code != 0 || !strings.Contains(out, "hello from allowed.test") {
+		t.Errorf("allowed name through the proxy: exit %d: %q", code, out)
+	}
+	if out, code := sh(fmt.Sprintf("http_proxy=http://10.0.2.100:80 wget -q -O- http://denied.test:%d/x", port)); code == 0 || strings.Contains(out, "hello from") {
+		t.Errorf("a name off the list through the proxy: exit %d: %q", code, out)
+	}
+
+	// The model endpoint adds the key. (Busybox wget ignores no_proxy and
+	// sends a POST through a proxy as a GET: go direct.)
+	out, code := sh(`unset http_proxy HTTP_PROXY; wget -q -O- --header 'content-type: application/json' --header 'anthropic-version: 2023-06-01' --header 'x-api-key: not-the-key' ` +
+		`--post-data '{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}' http://10.0.2.100/model/v1/messages`)
+	if code != 0 || !strings.Contains(out, `"type":"message"`) {
+		t.Errorf("model endpoint: exit %d: %q", code, out)
+	}
+	if reqs := g.model.Requests(); len(reqs) == 0 || reqs[len(reqs)-1].APIKey != g.apiKey {
+		t.Errorf("upstream saw %+v", reqs)
+	}
+
+	// Nothing else: no interface but loopback, no direct connection to the
+	// host, no DNS.
+	if out, _ := sh("ls /sys/class/net"); strings.TrimSpace(out) != "lo" {
+		t.Errorf("interfaces in the box: %q", out)
+	}
+	for _, script := range []string{
+		fmt.Sprintf("timeout 10 wget -q -O- http://127.0.0.1:%d/", port),
+		fmt.Sprintf("timeout 10 wget -q -O- http://%s:%d/", outboundIPv4(t), port),
+		"timeout 10 nslookup example.com",
+	} {
+		if out, code := sh(script); code == 0 || strings.Contains(out, "hello from") {
+			t.Errorf("reachable from the box: %s → %q", script, out)
+		}
+	}
+	for _, secret := range []string{g.token, g.apiKey} {
+		if out, _ := sh("grep -rl '" + secret + "' /workspace /etc /proc/1/environ 2>/dev/null; env | grep -c '" + secret + "'"); strings.TrimSpace(out) != "0" {
+			t.Errorf("a secret is inside the box: %q", out)
+		}
+	}
+}
+
+// outboundIPv4 is a non-loopback IPv4 address of this host.
+func outboundIPv4(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			return ip.IP.String()
+		}
+	}
+	return "192.0.2.1"
 }

@@ -53,6 +53,13 @@ type boxGateway struct {
 
 func newBoxGateway(t *testing.T, script []anthropictest.Turn) *boxGateway {
 	t.Helper()
+	return newBoxGatewayWith(t, script, nil)
+}
+
+// newBoxGatewayWith is newBoxGateway with mod applied to its configuration
+// (another backend).
+func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*config.Config)) *boxGateway {
+	t.Helper()
 	ctx := context.Background()
 	g := &boxGateway{t: t, logs: &testutil.SyncBuffer{}}
 	b := make([]byte, 18)
@@ -73,6 +80,9 @@ func newBoxGateway(t *testing.T, script []anthropictest.Turn) *boxGateway {
 	cfg.Model.MaxRequests = 50
 	cfg.VM.MemoryMiB = 1024
 	cfg.Fleet.IdleSleep = 0
+	if mod != nil {
+		mod(&cfg)
+	}
 	logger := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := NewServer(ctx, cfg, Options{
 		Logger: logger, HomeDir: t.TempDir(), GuestBinary: testutil.GuestBinary(t),

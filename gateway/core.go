@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -70,6 +71,12 @@ func (s *Server) startCore(ctx context.Context) error {
 		s.core.why = "boxes are not available on this gateway (vm.backend=none)"
 		return nil
 	}
+	// Each machine's one network path; its policy comes from the fleet.
+	// A QEMU box reaches it through its socket; a box Pod through the
+	// backend, which dials it per connection (kubeEgress), so it
+	// exists before the backend watches its boxes.
+	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
+	s.core.net.fleet = s.core.ready.Load
 	be, err := s.backend(ctx)
 	if err != nil {
 		s.core.why = fmt.Sprintf("boxes are unavailable on this host: %v (run `sbx doctor`)", err)
@@ -113,23 +120,9 @@ func (s *Server) startCore(ctx context.Context) error {
 		cluster = s.shared
 	}
 	fc := s.cfg.Fleet
-	var netw fleet.Network
-	noNet := ""
-	if s.cfg.VM.Backend == "kubernetes" {
-		// A box Pod has no network at all (its agent deletes the Pod's
-		// interfaces): the per-box egress socket of network.go is a
-		// QEMU guestfwd and has no Pod equivalent yet. What needs the
-		// network (allow-lists, the model endpoint) is refused by name.
-		noNet = "vm.backend kubernetes gives boxes no network yet (no egress proxy, git or model endpoint in the Pod)"
-	} else {
-		// Each machine's one network path; its policy comes from the fleet.
-		s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
-		s.core.net.fleet = s.core.ready.Load
-		netw = s.core.net
-	}
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
-		Network: netw, NoNetwork: noNet,
-		MCP: s.store, Sealer: s.core.sealer,
+		Network: s.core.net,
+		MCP:     s.store, Sealer: s.core.sealer,
 		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
 		Cluster: cluster, ID: id,
@@ -161,7 +154,20 @@ func (s *Server) backend(ctx context.Context) (vm.Backend, error) {
 	return kube.New(ctx, kube.Config{
 		Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, RuntimeClass: k.RuntimeClass,
 		StorageClass: k.StorageClass, Image: k.Image, Logger: log,
+		Egress: s.kubeEgress,
 	})
+}
+
+// kubeEgress joins a box Pod's connection to this gateway's network path
+// for its machine: every gateway of a cluster serves every box, whichever
+// gateway made it (the socket in its record is that gateway's).
+func (s *Server) kubeEgress(ctx context.Context, vmName string, _ vm.Spec) (net.Conn, error) {
+	sock, err := s.core.net.Attach(ctx, vmName)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", sock)
 }
 
 // gatewayID names this process among the gateways sharing a database

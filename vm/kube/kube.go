@@ -13,7 +13,10 @@
 //     `sbx pod-agent bridge` through the API server (WebSocket, falling back
 //     to SPDY) and the exec's stdin/stdout is the agent byte stream, so exec,
 //     PTYs, resize, signals and files all go through the same agent protocol
-//     as on QEMU, confined to /workspace by the agent.
+//     as on QEMU, confined to /workspace by the agent. A box with
+//     vm.Spec.Egress reaches the gateway the same way in the other direction
+//     (egress.go); the namespace's deny-all NetworkPolicy (policy.go) shuts
+//     the Pod network.
 //
 // Machines (machines.go) is the vm.Manager of a cluster: state only on the
 // claims, so every gateway of a cluster sees and drives every box.
