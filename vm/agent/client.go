@@ -31,7 +31,7 @@ func Connect(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	sess, err := yamux.Client(hc, yamuxConfig(true))
+	sess, err := yamux.Client(joinFrames(hc), yamuxConfig(true))
 	if err != nil {
 		hc.Close()
 		return nil, fmt.Errorf("agent: start yamux: %w", err)

@@ -238,6 +238,7 @@ type process struct {
 	stderr *os.File
 	exited <-chan unix.WaitStatus
 	gone   atomic.Bool // reaped: its pid may be reused
+	bufs   *sync.Pool  // the server's output buffers
 }
 
 func (s *server) startProcess(req ExecRequest) (*process, error) {
@@ -265,8 +266,8 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 		return nil, err
 	}
 
-	p := &process{}
-	var childFiles []*os.File
+	p := &process{bufs: &s.bufs}
+	var childFDs []int // closed here once the child has its copies
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Sys: &syscall.SysProcAttr{}}
 	if req.TTY {
 		master, slave, err := pty.Open()
@@ -283,39 +284,42 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 			return nil, fmt.Errorf("exec: set pty size: %w", err)
 		}
 		p.tty = master
-		childFiles = []*os.File{slave, slave, slave}
+		defer slave.Close()
+		fd := int(slave.Fd())
+		childFDs = []int{fd, fd, fd}
 		attr.Sys.Setsid = true
 		attr.Sys.Setctty = true
 		attr.Sys.Ctty = 0
 	} else {
-		var ends [3][2]*os.File // [fd]{parent, child}
-		for i := range ends {
-			r, w, err := os.Pipe()
-			if err != nil {
-				for _, e := range ends[:i] {
-					e[0].Close()
-					e[1].Close()
-				}
+		// Raw pipes: only our ends become *os.File (non-blocking, in the
+		// poller); the child's ends are plain descriptors.
+		var parent [3]*os.File
+		for i := range parent {
+			var fds [2]int // read, write
+			if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+				p.closeAll()
+				closeFDs(childFDs)
 				return nil, fmt.Errorf("exec: pipe: %w", err)
 			}
+			ours, theirs := fds[0], fds[1]
 			if i == 0 {
-				ends[i] = [2]*os.File{w, r}
-			} else {
-				ends[i] = [2]*os.File{r, w}
+				ours, theirs = fds[1], fds[0]
 			}
+			_ = unix.SetNonblock(ours, true)
+			parent[i] = os.NewFile(uintptr(ours), "pipe")
+			childFDs = append(childFDs, theirs)
+			p.stdin, p.stdout, p.stderr = parent[0], parent[1], parent[2]
 		}
-		p.stdin, p.stdout, p.stderr = ends[0][0], ends[1][0], ends[2][0]
-		childFiles = []*os.File{ends[0][1], ends[1][1], ends[2][1]}
 		attr.Sys.Setpgid = true
 	}
-	for _, f := range childFiles {
-		attr.Files = append(attr.Files, f.Fd())
+	for _, fd := range childFDs {
+		attr.Files = append(attr.Files, uintptr(fd))
 	}
 	pid, exited, err := s.reaper.Start(func() (int, error) {
 		return syscall.ForkExec(path, req.Argv, attr)
 	})
-	for _, f := range childFiles {
-		f.Close() // the child has its copies (a tty's slave is closed once per alias; extra closes are no-ops)
+	if p.tty == nil {
+		closeFDs(childFDs)
 	}
 	if err != nil {
 		p.closeAll()
@@ -323,6 +327,12 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 	}
 	p.pid, p.exited = pid, exited
 	return p, nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
 }
 
 func (p *process) closeAll() {
@@ -392,7 +402,7 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 	var outs sync.WaitGroup
 	var pumps []*pump
 	out := func(src *os.File, dst *yamux.Stream) {
-		pm := &pump{src: src, tty: src == p.tty}
+		pm := &pump{src: src, tty: src == p.tty, bufs: p.bufs}
 		pumps = append(pumps, pm)
 		outs.Add(1)
 		go func() {
@@ -445,6 +455,7 @@ wait:
 // pump copies process output to a stream and knows whether it is waiting for
 // the process (idle) or for the host (back-pressure, never cut).
 type pump struct {
+	bufs      *sync.Pool // of *[]byte, frameHead+pumpBuf long
 	src       *os.File
 	tty       bool         // src is the pty master, shared with stdin: never closed here
 	idleSince atomic.Int64 // unix nanos when the pending read began; 0 while not reading
@@ -453,7 +464,9 @@ type pump struct {
 // copy reads the process's output into a buffer that keeps head bytes free in
 // front (room for a frame header) and hands each read to send.
 func (pm *pump) copy(head int, send func(b []byte) error) {
-	buf := make([]byte, head+pumpBuf)
+	bp := pm.bufs.Get().(*[]byte)
+	defer pm.bufs.Put(bp)
+	buf := (*bp)[:head+pumpBuf]
 	for {
 		pm.idleSince.Store(time.Now().UnixNano())
 		n, err := pm.src.Read(buf[head:])

@@ -7,9 +7,29 @@
 // frame — a 4-byte big-endian length and a JSON header carrying a request id
 // that the reply frame echoes. Bulk data (file contents, tar) follows as chunks
 // (4-byte length + bytes, a zero length ends the data), so a sender that fails
-// half-way is seen as a truncated stream, never as a short file. Process output
-// and input are raw yamux streams, which gives each of them its own
-// back-pressure.
+// half-way is seen as a truncated stream, never as a short file.
+//
+// Exec ("execstream") is one stream for the whole life of a process: the
+// request, the reply (its pid, or the error that kept it from starting), then
+// typed frames — a kind byte, a 4-byte big-endian length, at most 32 KiB of
+// payload. Host to guest: 'i' input bytes, 'I' end of input (^D on a tty).
+// Guest to host: 'o'/'e' stdout/stderr bytes, 'O'/'E' their end while the
+// process runs on, and last 'x', the JSON ExitStatus, sent once the process
+// is reaped and its output drained; it ends both outputs. Resize and signal
+// are separate short calls naming the exec's id (so they get through while
+// the process ignores its input). Back-pressure: the host buffers at most
+// 1 MiB per output and then stops reading the stream, so yamux's window
+// holds the guest's pump and the process blocks on its pipe; the guest reads
+// input only as fast as the process takes it (and discards it once the
+// process has closed its input), so a full input window never blocks output
+// or signals. Each side's yamux data frame is one write (joinedConn): on a
+// virtio-serial port every write is a trip through the hypervisor.
+//
+// Agents from before execstream answer it "unknown op"; the client then uses
+// their exec for the rest of the connection: an "exec" stream (request,
+// pid reply, resize/signal frames with acks, exit reply) plus one "attach"
+// stream per stdio file, paired with it by the exec's id, each raw bytes with
+// its own back-pressure. The server still serves both.
 package agent
 
 import (

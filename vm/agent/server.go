@@ -166,6 +166,7 @@ type server struct {
 	env    []string
 	reaper Reaper
 	start  time.Time
+	bufs   sync.Pool // output buffers of executed processes
 }
 
 func newServer(opts ServerOptions) (*server, error) {
@@ -179,6 +180,7 @@ func newServer(opts ServerOptions) (*server, error) {
 	if s.env == nil {
 		s.env = defaultEnv
 	}
+	s.bufs.New = func() any { b := make([]byte, frameHead+pumpBuf); return &b }
 	if s.reaper == nil {
 		s.reaper = waitEach{}
 	}
@@ -210,7 +212,7 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) error {
 	if pp, ok := conn.(*persistentPort); ok {
 		pp.joined.Store(true)
 	}
-	sess, err := yamux.Server(gc, yamuxConfig(false))
+	sess, err := yamux.Server(joinFrames(gc), yamuxConfig(false))
 	if err != nil {
 		s.log.Warn("agent: start yamux", "err", err)
 		return err

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -257,4 +258,69 @@ func BenchmarkVM(b *testing.B) {
 		fmt.Fprintf(os.Stdout, "%-42s %5d %10.2f %10.2f %10.2f %10.2f  %s\n", row.name, len(row.v), lo, med, p95, hi, row.unit)
 	}
 	table.rows = nil
+}
+
+// BenchmarkExecAB compares the exec round trip (`true`) of guest /init
+// binaries on a shared, noisy machine: one box per variant, then each round
+// runs one exec on every box in turn, so load changes hit all alike.
+// Variants come from SBX_BENCH_AB as for BenchmarkBootAB (name=vmlinux[:init]),
+// e.g. an init built before and after a change to vm/agent:
+//
+//	SBX_BENCH_AB="old=.sbx/kernel/small/vmlinux:/tmp/old-init new=.sbx/kernel/small/vmlinux" \
+//	  go test -run '^$' -bench ExecAB -benchtime 200x ./vm/qemu/
+func BenchmarkExecAB(b *testing.B) {
+	spec := os.Getenv("SBX_BENCH_AB")
+	if spec == "" {
+		b.Skip("set SBX_BENCH_AB to name=vmlinux[:init] ... to compare execs")
+	}
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	type variant struct {
+		m    *vm.Manager
+		exec samples
+	}
+	var vs []*variant
+	for _, f := range strings.Fields(spec) {
+		name, rest, ok := strings.Cut(f, "=")
+		if !ok {
+			b.Fatalf("SBX_BENCH_AB: %q is not name=vmlinux[:init]", f)
+		}
+		kpath, init, _ := strings.Cut(rest, ":")
+		if init == "" {
+			init = testInit(b)
+		}
+		be, err := New(ctx, Config{DataDir: b.TempDir(), Kernel: &kernel.Kernel{Kind: kernel.KindSmall, Path: kpath}, Init: init, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := vm.New(ctx, vm.Config{Backend: be, BootTimeout: 5 * time.Minute, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { m.Destroy(ctx, "ab"); m.Close() })
+		startBox(ctx, b, m, "ab")
+		vs = append(vs, &variant{m: m, exec: samples{name: name + " exec true", unit: "ms"}})
+	}
+	for range b.N {
+		for _, v := range vs {
+			t0 := time.Now()
+			p, err := v.m.Exec(ctx, "ab", agent.ExecRequest{Argv: []string{"true"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Stdin().Close()
+			go io.Copy(io.Discard, p.Stdout())
+			go io.Copy(io.Discard, p.Stderr())
+			if st, err := p.Wait(); err != nil || st.Code != 0 {
+				b.Fatalf("true: %+v %v", st, err)
+			}
+			v.exec.add(ms(time.Since(t0)))
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	fmt.Printf("\n%-28s %5s %10s %10s %10s %10s\n", "variant", "n", "min", "median", "p95", "max")
+	for _, v := range vs {
+		lo, med, p95, hi := v.exec.stats()
+		fmt.Printf("%-28s %5d %10.2f %10.2f %10.2f %10.2f  %s\n", v.exec.name, len(v.exec.v), lo, med, p95, hi, v.exec.unit)
+	}
 }
