@@ -284,6 +284,11 @@ func (f *Fleet) recover(ctx context.Context) error {
 func (f *Fleet) watchVM() {
 	defer f.wg.Done()
 	for ev := range f.vm.Events(f.ctx) {
+		if ev.To == vm.Destroyed && f.net != nil {
+			// Destroyed through another gateway of a cluster: stop serving
+			// its network path here too (idempotent where it was ours).
+			f.net.Detach(ev.Box)
+		}
 		if ev.To != vm.Failed {
 			continue
 		}

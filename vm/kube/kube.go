@@ -821,18 +821,42 @@ func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
 		}
 		out = append(out, box)
 	}
-	for _, o := range b.pods.GetStore().List() {
-		p := o.(*corev1.Pod)
-		if have[p.Name] {
-			continue
-		}
-		b.log.Warn("recover: deleting a box pod with no claim", "pod", p.Name)
-		grace := int64(0)
-		if err := b.cs.CoreV1().Pods(b.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("kubernetes: delete stray pod %s: %w", p.Name, err)
+	for _, p := range b.strayPods(func(obj string) bool { return have[obj] }) {
+		if err := b.deleteStray(ctx, p); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// strayPods are the box Pods whose claim is not one of a box (keep says
+// which are): gone, being deleted, or without a usable record. They run for
+// nobody (a destroy cut short, a claim deleted by hand).
+func (b *Backend) strayPods(keep func(obj string) bool) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, o := range b.pods.GetStore().List() {
+		if p := o.(*corev1.Pod); !keep(p.Name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// liveClaim says whether obj's claim is a box's and not being deleted.
+func (b *Backend) liveClaim(obj string) bool {
+	pvc := b.claim(obj)
+	return pvc != nil && pvc.DeletionTimestamp == nil && pvc.Annotations[AnnotName] != "" && objectName(pvc.Annotations[AnnotName]) == obj
+}
+
+func (b *Backend) deleteStray(ctx context.Context, p *corev1.Pod) error {
+	b.log.Warn("deleting a box pod with no claim", "pod", p.Name)
+	grace := int64(0)
+	uid := p.UID
+	err := b.cs.CoreV1().Pods(b.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("kubernetes: delete stray pod %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // Stats samples the box container's cgroup through `sbx pod-agent stats`.

@@ -455,6 +455,45 @@ func TestDenyAllPolicyManifest(t *testing.T) {
 	}
 }
 
+// TestMachinesReapStrayPod: a box Pod whose claim was deleted behind sbx's
+// back (it stays Terminating while the Pod uses it) is deleted by the next
+// gateway that starts, and the claim goes with it.
+func TestMachinesReapStrayPod(t *testing.T) {
+	c := cluster(t)
+	ns := c.namespace(t)
+	ctx := context.Background()
+	m1, err := NewMachines(ctx, c.backend(t, ns, nil), MachinesConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.Create(ctx, "stray", vm.Spec{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.Start(ctx, "stray"); err != nil {
+		t.Fatal(err)
+	}
+	m1.Close()
+	obj := objectName("stray")
+	if err := c.cs.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, obj, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := NewMachines(ctx, c.backend(t, ns, nil), MachinesConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, perr := c.cs.CoreV1().Pods(ns).Get(ctx, obj, metav1.GetOptions{})
+		_, cerr := c.cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, obj, metav1.GetOptions{})
+		if apierrors.IsNotFound(perr) && apierrors.IsNotFound(cerr) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute later: pod %v, claim %v", perr, cerr)
+		}
+	}
+}
+
 func TestObjectNames(t *testing.T) {
 	seen := map[string]string{}
 	for _, name := range []string{"a", "fix-flaky", "Fix-Flaky", "fix_flaky", "fix.flaky", "-x", "x-", "0", "...a",

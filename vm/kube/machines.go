@@ -110,6 +110,14 @@ func NewMachines(ctx context.Context, b *Backend, cfg MachinesConfig) (*Machines
 			m.save(box, vm.Failed, "kubernetes: pod gone while no gateway watched it")
 		}
 	}
+	// A box Pod whose claim went while no gateway watched runs for nobody.
+	for _, p := range b.strayPods(b.liveClaim) {
+		if m.cfg.Once(ctx, "pod/"+string(p.UID)+"/stray", time.Minute) {
+			if err := b.deleteStray(ctx, p); err != nil {
+				m.log.Warn("stray pod", "err", err)
+			}
+		}
+	}
 	return m, nil
 }
 
