@@ -122,7 +122,7 @@ type Fleet struct {
 // boxRT is the in-memory side of one box: its lock, its log, and the
 // goroutine following the current turn.
 type boxRT struct {
-	mu      sync.Mutex // serialises operations on the box
+	mu      boxMutex // serialises operations on the box
 	log     *runlog.Log
 	stop    context.CancelFunc // ends the current turn's follower
 	stopped chan struct{}      // closed when that follower returned
@@ -243,12 +243,66 @@ func (f *Fleet) lockBox(ctx context.Context, caller keys.Actor, name string) (re
 	}
 	rt := f.rt(name)
 	rt.mu.Lock()
+	if err := f.lockAcross(ctx, rt, name); err != nil {
+		rt.mu.Unlock()
+		return record{}, nil, err
+	}
 	rec, err := f.resolve(ctx, caller, name)
 	if err != nil {
 		rt.mu.Unlock()
 		return record{}, nil, err
 	}
 	return rec, rt, nil
+}
+
+// boxMutex is a box's lock within this gateway and, while release is set,
+// across the gateways of a cluster too: Unlock gives both up.
+type boxMutex struct {
+	sync.Mutex
+	release func()
+}
+
+func (m *boxMutex) Unlock() {
+	if r := m.release; r != nil {
+		m.release = nil
+		r()
+	}
+	m.Mutex.Unlock()
+}
+
+// boxLockTTL bounds how long a dead gateway's action can hold a box.
+const boxLockTTL = 30 * time.Second
+
+// lockAcross takes the box's lock across gateways (a lease), waiting up
+// to boxLockTTL, so two users' actions on one box through two gateways
+// run one after the other, as they do through one. rt.mu is held: within
+// this gateway the lease's holder (its id) is alone.
+func (f *Fleet) lockAcross(ctx context.Context, rt *boxRT, name string) error {
+	if f.cluster == nil {
+		return nil
+	}
+	key := "box/" + name + "/lock"
+	ctx, cancel := context.WithTimeout(ctx, boxLockTTL)
+	defer cancel()
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		ok, err := f.cluster.TryLease(ctx, key, f.id, boxLockTTL)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("lock box %q across gateways: %w: %w", name, err, ErrUnavailable)
+		}
+		if ok {
+			rt.mu.release = func() {
+				if err := f.cluster.ReleaseLease(context.WithoutCancel(ctx), key, f.id); err != nil {
+					f.log.Warn("release box lock", "box", name, "err", err)
+				}
+			}
+			return nil
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("box %q is busy with an action through another gateway: %w", name, ErrUnavailable)
+		}
+	}
 }
 
 func (f *Fleet) list(ctx context.Context, caller keys.Actor) ([]Box, error) {

@@ -379,9 +379,37 @@ func TestClusterTwoGateways(t *testing.T) {
 	box2 := strings.TrimSpace(strings.SplitN(b.must(key, "new", "--agent", "script",
 		`"!say starting`+"\n!ask Which word?\n!write README.md {answer}\n"+`!say finished"`), "\n", 2)[0])
 	a.waitState(key, box2, "waiting", time.Minute)
-	a.must(key, "answer", box2, "banana")
+	// Two users answer at once, one through each gateway: one answer is
+	// taken, the other refused (the box's lock holds across gateways).
+	type answered struct {
+		word string
+		out  string
+		code int
+	}
+	res := make(chan answered, 2)
+	for g, word := range map[*clusterGateway]string{a: "banana", b: "cherry"} {
+		go func() {
+			out, code := g.ssh(key, "", "answer", box2, word)
+			res <- answered{word, out, code}
+		}()
+	}
+	r1, r2 := <-res, <-res
+	if (r1.code == 0) == (r2.code == 0) {
+		t.Fatalf("two answers at once through two gateways: %+v and %+v, want exactly one taken", r1, r2)
+	}
+	word := r1.word
+	if r2.code == 0 {
+		word = r2.word
+	}
+	want := map[*clusterGateway][]string{a: {"starting", "Which word?", "finished"}, b: {"starting", "Which word?", "finished"}}
+	// The answer's echo is in the log of the gateway it went through.
+	if word == "banana" {
+		want[a] = append(want[a], "> banana")
+	} else {
+		want[b] = append(want[b], "> cherry")
+	}
 	b.waitState(key, box2, "done", time.Minute)
-	for g, want := range map[*clusterGateway][]string{a: {"starting", "Which word?", "> banana", "finished"}, b: {"starting", "Which word?", "finished"}} {
+	for g, want := range want {
 		logs := g.must(key, "logs", box2)
 		for _, w := range want {
 			if strings.Count(logs, w) < 1 {
@@ -392,7 +420,7 @@ func TestClusterTwoGateways(t *testing.T) {
 			t.Fatalf("gateway %s's log of %s starts %d times:\n%s", g.name, box2, n, logs)
 		}
 	}
-	if got := b.must(key, "exec", box2, "--", "cat", "README.md"); !strings.Contains(got, "banana") {
+	if got := b.must(key, "exec", box2, "--", "cat", "README.md"); !strings.Contains(got, word) {
 		t.Fatalf("the answered turn did not write README.md: %q", got)
 	}
 	for _, bx := range []string{box, box2} {
