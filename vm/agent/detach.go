@@ -15,7 +15,7 @@ func (p *Process) Detach() {
 	if p.oneStream() {
 		_ = p.st.SetReadDeadline(now)
 		p.abort(fmt.Errorf("agent exec pid %d: detached", p.pid))
-		_ = p.in.Close()
+		go p.in.Close() // not here: a write blocked on a full input window holds the writer
 		return
 	}
 	_ = p.stdout.SetReadDeadline(now)

@@ -381,3 +381,29 @@ func FuzzExecFrames(f *testing.F) {
 		}
 	})
 }
+
+// Detach returns at once even while a stdin write is blocked on a full
+// window, and the process runs on.
+func TestExecStreamDetachWithBlockedStdin(t *testing.T) {
+	c, _ := newClient(t)
+	p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"sleep", "100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Kill(p.PID(), unix.SIGKILL)
+	go p.Stdin().Write(make([]byte, 8<<20))
+	time.Sleep(200 * time.Millisecond)
+	detached := make(chan struct{})
+	go func() { p.Detach(); close(detached) }()
+	select {
+	case <-detached:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Detach blocked behind the stdin write")
+	}
+	if _, err := p.Wait(); err == nil {
+		t.Error("Wait after Detach: no error")
+	}
+	if err := unix.Kill(p.PID(), 0); err != nil {
+		t.Fatalf("process after Detach: %v", err)
+	}
+}
