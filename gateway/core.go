@@ -154,6 +154,7 @@ func (s *Server) backend(ctx context.Context) (vm.Backend, error) {
 	return kube.New(ctx, kube.Config{
 		Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, RuntimeClass: k.RuntimeClass,
 		StorageClass: k.StorageClass, Image: k.Image, Logger: log,
+		MaxBoxes: s.cfg.VM.MaxBoxes, MaxMemoryMiB: s.cfg.VM.MaxMemoryMiB,
 		Egress: s.kubeEgress,
 	})
 }

@@ -111,6 +111,10 @@ type Config struct {
 	// session per client (podagent.ClientHeader): gateways sharing the boxes
 	// never cut each other's connections. Default: random per Backend.
 	ClientID string
+	// MaxBoxes and MaxMemoryMiB cap the namespace's running boxes and their
+	// memory (vm.max_boxes, vm.max_memory_mib; 0: no cap), through a
+	// ResourceQuota the backend keeps (CapsQuota).
+	MaxBoxes, MaxMemoryMiB int
 	// Egress dials this gateway's network path for a box that asked for
 	// egress (vm.Spec.Egress not empty), once per connection the box opens
 	// to vm.EgressAddr. nil: the unix socket Spec.Egress names (one
@@ -200,6 +204,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		changed: map[string]chan struct{}{}, gone: map[string]*corev1.Pod{}, cpu: map[string]cpuSample{},
 		egress: map[types.UID]*egressState{}}
 	if err := b.ensurePolicy(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.ensureQuota(ctx); err != nil {
 		return nil, err
 	}
 	sel := func(o *metav1.ListOptions) { o.LabelSelector = LabelManaged + "=" + managedBy }
@@ -516,7 +523,7 @@ func (b *Backend) Start(ctx context.Context, name string) error {
 	}
 	pod, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, spec, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("kubernetes: create pod %s: %w", spec.Name, err)
+		return fmt.Errorf("kubernetes: create pod %s: %w", spec.Name, b.capErr(err))
 	}
 	if err := b.waitRunning(ctx, pod); err != nil {
 		// Leave no Pod retrying in the background; the claim stays.

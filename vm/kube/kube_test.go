@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -433,6 +435,51 @@ func TestDenyAllPolicy(t *testing.T) {
 	c.backend(t, ns, nil).Close()
 	if got, err = api.Get(ctx, PolicyName, metav1.GetOptions{}); err != nil || len(got.Spec.Egress) != 0 {
 		t.Fatalf("an opened policy was not put back: %+v %v", got.Spec, err)
+	}
+}
+
+// TestCapsQuota: vm.max_boxes on a cluster is the namespace's quota: a box
+// beyond it is refused with vm.ErrLimit naming the cap, a sleeping box does
+// not count, and a gateway with no caps removes the quota.
+func TestCapsQuota(t *testing.T) {
+	c := cluster(t)
+	ns := c.namespace(t)
+	ctx := context.Background()
+	m, err := vm.New(ctx, vm.Config{Backend: c.backend(t, ns, func(cfg *Config) { cfg.MaxBoxes, cfg.MaxMemoryMiB = 1, 1024 })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, name := range []string{"one", "two"} {
+		if _, err := m.Create(ctx, name, vm.Spec{MemoryMiB: 256}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Start(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Start(ctx, "two")
+	if !errors.Is(err, vm.ErrLimit) || !strings.Contains(err.Error(), "vm.max_boxes 1") || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Fatalf("a second box beyond vm.max_boxes 1: %v", err)
+	}
+	if _, err := m.Sleep(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Start(ctx, "two"); err != nil {
+		t.Fatalf("with the first box asleep: %v", err)
+	}
+	q, err := c.cs.CoreV1().ResourceQuotas(ns).Get(ctx, QuotaName, metav1.GetOptions{})
+	if err != nil || q.Spec.Hard.Pods().Value() != 1 || q.Spec.Hard.Name(corev1.ResourceLimitsMemory, resource.BinarySI).Value() != 1024<<20 {
+		t.Fatalf("quota %+v %v", q, err)
+	}
+	c.backend(t, ns, nil).Close()
+	if _, err := c.cs.CoreV1().ResourceQuotas(ns).Get(ctx, QuotaName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a gateway with no caps left the quota: %v", err)
+	}
+	for _, name := range []string{"one", "two"} {
+		if err := m.Destroy(ctx, name); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -25,8 +25,9 @@ import (
 // them. A timer or a crash that every gateway notices is acted on by the
 // one MachinesConfig.Once says yes to.
 //
-// It has the methods of vm.Manager the fleet uses. Host caps (vm.max_boxes,
-// vm.max_memory_mib) do not apply: the cluster's quotas do.
+// It has the methods of vm.Manager the fleet uses. The caps (vm.max_boxes,
+// vm.max_memory_mib) are the namespace's quota (Config.MaxBoxes): the API
+// server enforces them for every gateway at once.
 type Machines struct {
 	// AgentOps: Exec, the file calls and Watch, through agent.
 	vm.AgentOps
