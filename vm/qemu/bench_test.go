@@ -262,7 +262,8 @@ func BenchmarkVM(b *testing.B) {
 
 // BenchmarkExecAB compares the exec round trip (`true`) of guest /init
 // binaries on a shared, noisy machine: one box per variant, then each round
-// runs one exec on every box in turn, so load changes hit all alike.
+// runs one exec on every box in turn, so load changes hit all alike; then
+// a 16 MiB copy out per 20 rounds, the same way.
 // Variants come from SBX_BENCH_AB as for BenchmarkBootAB (name=vmlinux[:init]),
 // e.g. an init built before and after a change to vm/agent:
 //
@@ -276,8 +277,8 @@ func BenchmarkExecAB(b *testing.B) {
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	type variant struct {
-		m    *vm.Manager
-		exec samples
+		m          *vm.Manager
+		exec, copy samples
 	}
 	var vs []*variant
 	for _, f := range strings.Fields(spec) {
@@ -299,7 +300,8 @@ func BenchmarkExecAB(b *testing.B) {
 		}
 		b.Cleanup(func() { m.Destroy(ctx, "ab"); m.Close() })
 		startBox(ctx, b, m, "ab")
-		vs = append(vs, &variant{m: m, exec: samples{name: name + " exec true", unit: "ms"}})
+		vs = append(vs, &variant{m: m, exec: samples{name: name + " exec true", unit: "ms"},
+			copy: samples{name: name + " copy out 16 MiB", unit: "MB/s"}})
 	}
 	for range b.N {
 		for _, v := range vs {
@@ -317,10 +319,36 @@ func BenchmarkExecAB(b *testing.B) {
 			v.exec.add(ms(time.Since(t0)))
 		}
 	}
+	// Then copy out, which shares the agent's framing with exec.
+	const size = 16 << 20
+	data := make([]byte, size)
+	rand.Read(data)
+	for _, v := range vs {
+		if err := v.m.WriteFile(ctx, "ab", "copy.bin", 0o644, bytes.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range max(1, b.N/20) {
+		for _, v := range vs {
+			t0 := time.Now()
+			rc, err := v.m.ReadFile(ctx, "ab", "copy.bin")
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, rc)
+			rc.Close()
+			if err != nil || n != size {
+				b.Fatalf("read %d bytes: %v", n, err)
+			}
+			v.copy.add(float64(size) / 1e6 / time.Since(t0).Seconds())
+		}
+	}
 	b.ReportMetric(0, "ns/op")
 	fmt.Printf("\n%-28s %5s %10s %10s %10s %10s\n", "variant", "n", "min", "median", "p95", "max")
 	for _, v := range vs {
-		lo, med, p95, hi := v.exec.stats()
-		fmt.Printf("%-28s %5d %10.2f %10.2f %10.2f %10.2f  %s\n", v.exec.name, len(v.exec.v), lo, med, p95, hi, v.exec.unit)
+		for _, s := range []*samples{&v.exec, &v.copy} {
+			lo, med, p95, hi := s.stats()
+			fmt.Printf("%-28s %5d %10.2f %10.2f %10.2f %10.2f  %s\n", s.name, len(s.v), lo, med, p95, hi, s.unit)
+		}
 	}
 }
