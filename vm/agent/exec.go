@@ -308,7 +308,7 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 			_ = unix.SetNonblock(ours, true)
 			parent[i] = os.NewFile(uintptr(ours), "pipe")
 			childFDs = append(childFDs, theirs)
-			p.stdin, p.stdout, p.stderr = parent[0], parent[1], parent[2]
+			p.stdin, p.stdout, p.stderr = parent[0], parent[1], parent[2] // for closeAll on a later failure
 		}
 		attr.Sys.Setpgid = true
 	}
