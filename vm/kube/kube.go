@@ -231,6 +231,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		cancel()
 		return nil, fmt.Errorf("kubernetes backend: list pods and claims in %s: %w", b.ns, context.Cause(sctx))
 	}
+	// A Pod listed before its claim was found no record asking for egress:
+	// now both caches are full, attach to every running box that asked.
+	for _, o := range b.pods.GetStore().List() {
+		b.attachEgress(o.(*corev1.Pod))
+	}
 	return b, nil
 }
 
