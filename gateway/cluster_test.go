@@ -30,6 +30,7 @@ import (
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/kube/kubetest"
+	"sbx.dev/sbx/vm/vmtest"
 )
 
 // The test cluster of hack/cluster (go tool task cluster-up).
@@ -637,7 +638,7 @@ func TestClusterBoxNetwork(t *testing.T) {
 	}
 	for _, script := range []string{
 		fmt.Sprintf("timeout 10 wget -q -O- http://127.0.0.1:%d/", port),
-		fmt.Sprintf("timeout 10 wget -q -O- http://%s:%d/", outboundIPv4(t), port),
+		fmt.Sprintf("timeout 10 wget -q -O- http://%s:%d/", vmtest.OutboundIP(t), port),
 		"timeout 10 nslookup example.com",
 	} {
 		if out, code := sh(script); code == 0 || strings.Contains(out, "hello from") {
@@ -649,18 +650,4 @@ func TestClusterBoxNetwork(t *testing.T) {
 			t.Errorf("a secret is inside the box: %q", out)
 		}
 	}
-}
-
-// outboundIPv4 is a non-loopback IPv4 address of this host.
-func outboundIPv4(t *testing.T) string {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
-			return ip.IP.String()
-		}
-	}
-	return "192.0.2.1"
 }

@@ -18,14 +18,10 @@ import (
 	"sbx.dev/sbx/vm/qemu"
 )
 
-// BenchmarkCreateToExec measures box create → first exec answered on the
-// test cluster (claim created and bound, Pod scheduled and started, agent
-// reached through the exec bridge, `true` run) and, beside it in the same
-// run, on the QEMU backend of this machine (workspace disk made, microVM
-// booted with the small kernel, `true` run): the two alternate box by box,
-// so load changes hit both alike. Reported as the median (and min/max) of
-// b.N boxes each; run with -benchtime 10x (`go tool task bench-kube`).
-func BenchmarkCreateToExec(b *testing.B) {
+// benchManagers are a vm.Manager on the test cluster (a fresh namespace)
+// and one on this machine's QEMU, for benchmarks that run the two side by
+// side; both close when b ends.
+func benchManagers(b *testing.B) (kubeM, qemuM *vm.Manager) {
 	c := cluster(b)
 	ns := c.namespace(b)
 	ctx := context.Background()
@@ -34,16 +30,29 @@ func BenchmarkCreateToExec(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer kubeM.Close()
+	b.Cleanup(func() { kubeM.Close() })
 	qb, err := qemu.New(ctx, qemu.Config{DataDir: testutil.DataDirWithImages(b, "../.."), Init: testutil.GuestBinary(b), Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	qemuM, err := vm.New(ctx, vm.Config{Backend: qb, Logger: quiet})
+	qemuM, err = vm.New(ctx, vm.Config{Backend: qb, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer qemuM.Close()
+	b.Cleanup(func() { qemuM.Close() })
+	return kubeM, qemuM
+}
+
+// BenchmarkCreateToExec measures box create → first exec answered on the
+// test cluster (claim created and bound, Pod scheduled and started, agent
+// reached through the exec bridge, `true` run) and, beside it in the same
+// run, on the QEMU backend of this machine (workspace disk made, microVM
+// booted with the small kernel, `true` run): the two alternate box by box,
+// so load changes hit both alike. Reported as the median (and min/max) of
+// b.N boxes each; run with -benchtime 10x (`go tool task bench-kube`).
+func BenchmarkCreateToExec(b *testing.B) {
+	ctx := context.Background()
+	kubeM, qemuM := benchManagers(b)
 	spec := vm.Spec{MemoryMiB: 256, WorkspaceMiB: 256}
 
 	one := func(m *vm.Manager, name string) time.Duration {
@@ -99,10 +108,8 @@ func BenchmarkCreateToExec(b *testing.B) {
 // the same loop doing nothing) and MB/s of a 32 MiB download. The two
 // backends alternate round by round; run with -benchtime 5x.
 func BenchmarkEgress(b *testing.B) {
-	c := cluster(b)
-	ns := c.namespace(b)
 	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	kubeM, qemuM := benchManagers(b)
 	sock := filepath.Join(b.TempDir(), "gw.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -118,20 +125,6 @@ func BenchmarkEgress(b *testing.B) {
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
-	kubeM, err := vm.New(ctx, vm.Config{Backend: c.backend(b, ns, nil), Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer kubeM.Close()
-	qb, err := qemu.New(ctx, qemu.Config{DataDir: testutil.DataDirWithImages(b, "../.."), Init: testutil.GuestBinary(b), Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	qemuM, err := vm.New(ctx, vm.Config{Backend: qb, Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer qemuM.Close()
 	spec := vm.Spec{MemoryMiB: 256, WorkspaceMiB: 256, Egress: sock}
 	for _, m := range []*vm.Manager{kubeM, qemuM} {
 		if _, err := m.Create(ctx, "egress-bench", spec); err != nil {

@@ -680,7 +680,7 @@ func egress(ctx context.Context, t *testing.T, m *vm.Manager, spec vm.Spec) {
 		}
 	}()
 	port := host.Addr().(*net.TCPAddr).Port
-	hostIP := outboundIP(t)
+	hostIP := OutboundIP(t)
 
 	es := spec
 	es.Egress = sock
@@ -742,8 +742,9 @@ func egress(ctx context.Context, t *testing.T, m *vm.Manager, spec vm.Spec) {
 	}
 }
 
-// outboundIP is a non-loopback IPv4 address of this host.
-func outboundIP(t *testing.T) string {
+// OutboundIP is a non-loopback IPv4 address of this host (what a box must
+// not reach directly).
+func OutboundIP(t testing.TB) string {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		t.Fatal(err)
