@@ -238,7 +238,6 @@ type process struct {
 	stderr *os.File
 	exited <-chan unix.WaitStatus
 	gone   atomic.Bool // reaped: its pid may be reused
-	bufs   *sync.Pool  // the server's output buffers
 }
 
 func (s *server) startProcess(req ExecRequest) (*process, error) {
@@ -266,8 +265,8 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 		return nil, err
 	}
 
-	p := &process{bufs: &s.bufs}
-	var childFDs []int // closed here once the child has its copies
+	p := &process{}
+	var childFiles []*os.File
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Sys: &syscall.SysProcAttr{}}
 	if req.TTY {
 		master, slave, err := pty.Open()
@@ -284,42 +283,39 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 			return nil, fmt.Errorf("exec: set pty size: %w", err)
 		}
 		p.tty = master
-		defer slave.Close()
-		fd := int(slave.Fd())
-		childFDs = []int{fd, fd, fd}
+		childFiles = []*os.File{slave, slave, slave}
 		attr.Sys.Setsid = true
 		attr.Sys.Setctty = true
 		attr.Sys.Ctty = 0
 	} else {
-		// Raw pipes: only our ends become *os.File (non-blocking, in the
-		// poller); the child's ends are plain descriptors.
-		var parent [3]*os.File
-		for i := range parent {
-			var fds [2]int // read, write
-			if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-				p.closeAll()
-				closeFDs(childFDs)
+		var ends [3][2]*os.File // [fd]{parent, child}
+		for i := range ends {
+			r, w, err := os.Pipe()
+			if err != nil {
+				for _, e := range ends[:i] {
+					e[0].Close()
+					e[1].Close()
+				}
 				return nil, fmt.Errorf("exec: pipe: %w", err)
 			}
-			ours, theirs := fds[0], fds[1]
 			if i == 0 {
-				ours, theirs = fds[1], fds[0]
+				ends[i] = [2]*os.File{w, r}
+			} else {
+				ends[i] = [2]*os.File{r, w}
 			}
-			_ = unix.SetNonblock(ours, true)
-			parent[i] = os.NewFile(uintptr(ours), "pipe")
-			childFDs = append(childFDs, theirs)
-			p.stdin, p.stdout, p.stderr = parent[0], parent[1], parent[2] // for closeAll on a later failure
 		}
+		p.stdin, p.stdout, p.stderr = ends[0][0], ends[1][0], ends[2][0]
+		childFiles = []*os.File{ends[0][1], ends[1][1], ends[2][1]}
 		attr.Sys.Setpgid = true
 	}
-	for _, fd := range childFDs {
-		attr.Files = append(attr.Files, uintptr(fd))
+	for _, f := range childFiles {
+		attr.Files = append(attr.Files, f.Fd())
 	}
 	pid, exited, err := s.reaper.Start(func() (int, error) {
 		return syscall.ForkExec(path, req.Argv, attr)
 	})
-	if p.tty == nil {
-		closeFDs(childFDs)
+	for _, f := range childFiles {
+		f.Close() // the child has its copies (a tty's slave is closed once per alias; extra closes are no-ops)
 	}
 	if err != nil {
 		p.closeAll()
@@ -327,12 +323,6 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 	}
 	p.pid, p.exited = pid, exited
 	return p, nil
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }
 
 func (p *process) closeAll() {
@@ -402,7 +392,7 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 	var outs sync.WaitGroup
 	var pumps []*pump
 	out := func(src *os.File, dst *yamux.Stream) {
-		pm := &pump{src: src, tty: src == p.tty, bufs: p.bufs}
+		pm := &pump{src: src, tty: src == p.tty}
 		pumps = append(pumps, pm)
 		outs.Add(1)
 		go func() {
@@ -455,7 +445,6 @@ wait:
 // pump copies process output to a stream and knows whether it is waiting for
 // the process (idle) or for the host (back-pressure, never cut).
 type pump struct {
-	bufs      *sync.Pool // of *[]byte, frameHead+pumpBuf long
 	src       *os.File
 	tty       bool         // src is the pty master, shared with stdin: never closed here
 	idleSince atomic.Int64 // unix nanos when the pending read began; 0 while not reading
@@ -464,9 +453,7 @@ type pump struct {
 // copy reads the process's output into a buffer that keeps head bytes free in
 // front (room for a frame header) and hands each read to send.
 func (pm *pump) copy(head int, send func(b []byte) error) {
-	bp := pm.bufs.Get().(*[]byte)
-	defer pm.bufs.Put(bp)
-	buf := (*bp)[:head+pumpBuf]
+	buf := make([]byte, head+pumpBuf)
 	for {
 		pm.idleSince.Store(time.Now().UnixNano())
 		n, err := pm.src.Read(buf[head:])

@@ -160,7 +160,7 @@ func (p *process) runStream(st *yamux.Stream, log *slog.Logger) {
 	var outs sync.WaitGroup
 	var pumps []*pump
 	out := func(src *os.File, kind, eof byte) {
-		pm := &pump{src: src, tty: src == p.tty, bufs: p.bufs}
+		pm := &pump{src: src, tty: src == p.tty}
 		pumps = append(pumps, pm)
 		outs.Add(1)
 		go func() {

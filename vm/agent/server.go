@@ -166,7 +166,6 @@ type server struct {
 	env    []string
 	reaper Reaper
 	start  time.Time
-	bufs   sync.Pool // output buffers of executed processes
 }
 
 func newServer(opts ServerOptions) (*server, error) {
@@ -180,7 +179,6 @@ func newServer(opts ServerOptions) (*server, error) {
 	if s.env == nil {
 		s.env = defaultEnv
 	}
-	s.bufs.New = func() any { b := make([]byte, frameHead+pumpBuf); return &b }
 	if s.reaper == nil {
 		s.reaper = waitEach{}
 	}
