@@ -36,12 +36,16 @@ import (
 // The test cluster of hack/cluster (go tool task cluster-up).
 const (
 	clusterBoxImage     = "sbx.local/box:dev"
+	// clusterAgentImage is the Debian agent image (`go tool task image`)
+	// with this checkout's sbx, as cluster-up imports it.
+	clusterAgentImage = "sbx.local/agent:dev"
 	clusterStorageClass = "sbx-test-hostpath"
 )
 
 // testCluster is the throwaway cluster and PostgreSQL, with a namespace and
 // a database of this test's own.
 type testCluster struct {
+	dir                        string // SBX_CLUSTER_DIR: its state
 	kubeconfig, namespace, dsn string
 	sealKey                    string // every gateway's SBX_SEAL_KEY
 }
@@ -116,7 +120,7 @@ func clusterUp(t *testing.T) testCluster {
 	u.Path = "/" + db
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return testCluster{kubeconfig: gatewayKubeconfig(t, kc), namespace: ns, dsn: u.String(), sealKey: base64.StdEncoding.EncodeToString(key)}
+	return testCluster{dir: dir, kubeconfig: gatewayKubeconfig(t, kc), namespace: ns, dsn: u.String(), sealKey: base64.StdEncoding.EncodeToString(key)}
 }
 
 // gatewayRBAC grants the gateway's service account in ns exactly what
@@ -550,6 +554,24 @@ func TestClusterNeedsSharedSealKey(t *testing.T) {
 	if !strings.Contains(err.Error(), "SBX_SEAL_KEY") || !strings.Contains(err.Error(), "store.dsn") {
 		t.Fatalf("error %q does not say what to set", err)
 	}
+}
+
+// TestClusterClaude: the claude agent in a box Pod (the Debian agent image
+// as an OCI image) works as in a QEMU box: the real Claude Code CLI talks to
+// the scripted Messages API through the gateway's model endpoint, the guard
+// hook sees every tool call, a denied call does not run.
+func TestClusterClaude(t *testing.T) {
+	c := clusterUp(t)
+	sock := filepath.Join(c.dir, "containerd", "containerd.sock")
+	if out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "images", "ls", "-q", "name=="+clusterAgentImage).Output(); err != nil || !strings.Contains(string(out), clusterAgentImage) {
+		t.Fatalf("the test cluster has no %s (%v): run `go tool task image` and `go tool task cluster-up` (it imports the agent image when one is built)", clusterAgentImage, err)
+	}
+	g := newBoxGatewayWith(t, claudeScript, func(cfg *config.Config) {
+		cfg.VM.Backend = "kubernetes"
+		cfg.VM.Kubernetes = config.Kubernetes{Kubeconfig: c.kubeconfig, Namespace: c.namespace,
+			StorageClass: clusterStorageClass, Image: clusterAgentImage}
+	})
+	claudeEndToEnd(t, g)
 }
 
 // TestClusterBoxNetwork: a box Pod's one way out is the gateway, as a QEMU

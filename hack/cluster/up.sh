@@ -134,12 +134,29 @@ build_pause_image() {
 	rm -rf "$root"
 }
 "$here/sbx-binary.sh" "$IMG/sbx.next"
+sbx_changed=0
 if ! cmp -s "$IMG/sbx.next" "$IMG/sbx" || [ ! -f "$IMG/box.tar" ]; then
 	log "box image"
 	mv "$IMG/sbx.next" "$IMG/sbx"
 	build_box_image
+	sbx_changed=1
 fi
 rm -f "$IMG/sbx.next"
+# The agent image (Debian, Node.js, Claude Code: `go tool task image`) with
+# this checkout's sbx, when one is built: what the claude agent runs in on a
+# cluster. Its root layer is cached by recipe key (vm/build/image.sh oci).
+agent_data=${SBX_DATA:-$repo/.sbx}
+if SBX_DATA="$agent_data" "$repo/vm/build/image.sh" uptodate; then
+	agent_key=$("$repo/vm/build/image.sh" key)
+	if [ $sbx_changed = 1 ] || [ ! -f "$IMG/agent.tar" ] || [ "$(cat "$IMG/agent.key" 2>/dev/null)" != "$agent_key" ]; then
+		log "agent image"
+		SBX_DATA="$agent_data" "$repo/vm/build/image.sh" oci "$IMG/agent.tar" sbx.local/agent:dev "$IMG/sbx"
+		echo "$agent_key" >"$IMG/agent.key"
+	fi
+else
+	rm -f "$IMG/agent.tar" "$IMG/agent.key"
+	log "no agent image built (go tool task image): the claude agent cannot run on this cluster"
+fi
 if [ ! -f "$IMG/pause.tar" ]; then
 	log "pause image"
 	build_pause_image
@@ -196,7 +213,8 @@ cat >"$STATE/cni/net.d/10-sbx.conflist" <<EOF
 EOF
 start containerd /usr/bin/containerd --config "$STATE/containerd/config.toml"
 wait_for containerd 30 ctr --address "$CTR_SOCK" version
-for i in box pause; do
+for i in box pause agent; do
+	[ -f "$STATE/images/$i.tar" ] || continue
 	if ! ctr --address "$CTR_SOCK" -n k8s.io images ls -q | grep -qx "sbx.local/$i:dev" ||
 		[ "$STATE/images/$i.tar" -nt "$STATE/images/$i.imported" ]; then
 		log "import $i image"

@@ -126,9 +126,39 @@ build() {
 	log "installed $install_dir/agent.ext4"
 }
 
+# oci OUT NAME SBX: the installed agent image as an OCI image archive for a
+# cluster (vm.backend kubernetes): the image's root as one layer (extracted
+# from the ext4 with debugfs, no mount; cached by recipe key, so its digest
+# stays the same), the static sbx binary SBX at /usr/local/bin/sbx as a
+# second. Push it with `skopeo copy oci-archive:OUT docker://REGISTRY/NAME`
+# or import it with `ctr images import`.
+oci() {
+	local out=${1:?usage: image.sh oci OUT NAME SBX} name=${2:?usage: image.sh oci OUT NAME SBX} bin=${3:?usage: image.sh oci OUT NAME SBX}
+	uptodate || die "no agent image matching the recipe in $install_dir: run \`go tool task image\` first"
+	command -v debugfs >/dev/null || die "debugfs missing: apt-get install e2fsprogs"
+	local k; k=$(key)
+	local root=$cache/agent-$k.oci-root
+	if [ ! -d "$root" ]; then
+		log "extracting $install_dir/agent.ext4 into $root"
+		rm -rf "$root.tmp" && mkdir -p "$root.tmp"
+		debugfs -R "rdump / $root.tmp" "$install_dir/agent.ext4" 2>/dev/null
+		[ -x "$root.tmp/usr/bin/node" ] || die "extracting the agent image failed (no usr/bin/node in $root.tmp)"
+		rm -rf "$root.tmp/lost+found"
+		find "$cache" -maxdepth 1 -name 'agent-*.oci-root' ! -name "agent-$k.oci-root" -exec rm -rf {} +
+		mv "$root.tmp" "$root"
+	fi
+	local top; top=$(mktemp -d)
+	mkdir -p "$top/usr/local/bin"
+	cp "$bin" "$top/usr/local/bin/sbx"
+	(cd "$here/../.." && go run ./hack/cluster/ociimage -dir "$root" -dir "$top" -name "$name" -o "$out" -entrypoint /usr/local/bin/sbx,pod-agent,serve)
+	rm -rf "$top"
+	log "packed $out ($name, $(du -h "$out" | cut -f1))"
+}
+
 case ${1:-build} in
 build) build ;;
 key) key ;;
 uptodate) uptodate ;;
-*) die "usage: $0 build|key|uptodate" ;;
+oci) shift; oci "$@" ;;
+*) die "usage: $0 build|key|uptodate|oci OUT NAME SBX" ;;
 esac

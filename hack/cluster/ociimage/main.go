@@ -1,17 +1,22 @@
-// Command ociimage packs a directory into a single-layer OCI image archive
-// that `ctr images import` accepts: the test cluster has no registry and no
-// Docker engine, so its box and pause images are built from local files.
-// The layer is deterministic (sorted entries, zero times, root owner).
+// Command ociimage packs directories into an OCI image archive (one layer
+// per directory, in order) that `ctr images import` and `skopeo copy
+// oci-archive:` accept: the test cluster has no registry and no Docker
+// engine, so its images are built from local files, and `go tool task
+// image-oci` packs the agent image for a cluster's registry the same way.
+// Layers are deterministic (sorted entries, zero times, root owner) and
+// uncompressed, so an unchanged directory makes the same layer digest and a
+// store that has it skips it; they are streamed through temporary files, so
+// a gigabyte-sized root costs no memory.
 package main
 
 import (
 	"archive/tar"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -20,21 +25,28 @@ import (
 	"time"
 )
 
+// dirs is the repeatable -dir flag.
+type dirs []string
+
+func (d *dirs) String() string     { return strings.Join(*d, ",") }
+func (d *dirs) Set(v string) error { *d = append(*d, v); return nil }
+
 func main() {
-	dir := flag.String("dir", "", "root filesystem directory to pack")
+	var layers dirs
+	flag.Var(&layers, "dir", "root filesystem directory to pack as a layer (repeat for more layers, lowest first)")
 	name := flag.String("name", "", "image name, e.g. sbx.local/box:dev")
 	out := flag.String("o", "", "output archive")
 	entry := flag.String("entrypoint", "", "comma-separated entrypoint")
 	flag.Parse()
-	if *dir == "" || *name == "" || *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: ociimage -dir DIR -name NAME -o OUT.tar [-entrypoint a,b]")
+	if len(layers) == 0 || *name == "" || *out == "" {
+		fmt.Fprintln(os.Stderr, "usage: ociimage -dir DIR [-dir DIR…] -name NAME -o OUT.tar [-entrypoint a,b]")
 		os.Exit(2)
 	}
 	var ep []string
 	if *entry != "" {
 		ep = strings.Split(*entry, ",")
 	}
-	if err := build(*dir, *name, *out, ep); err != nil {
+	if err := build(layers, *name, *out, ep); err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
@@ -53,10 +65,30 @@ func digest(b []byte) string {
 	return "sha256:" + hex.EncodeToString(s[:])
 }
 
-func build(dir, name, out string, entrypoint []string) error {
-	layer, err := packLayer(dir)
+// blob is a layer packed into a temporary file.
+type blob struct {
+	path   string
+	digest string
+	size   int64
+}
+
+func build(dirs []string, name, out string, entrypoint []string) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(out), ".ociimage-")
 	if err != nil {
 		return err
+	}
+	defer os.RemoveAll(tmp)
+	var layers []blob
+	var diffIDs []string
+	var descs []descriptor
+	for i, dir := range dirs {
+		l, err := packLayer(dir, filepath.Join(tmp, fmt.Sprintf("layer%d.tar", i)))
+		if err != nil {
+			return err
+		}
+		layers = append(layers, l)
+		diffIDs = append(diffIDs, l.digest)
+		descs = append(descs, descriptor{MediaType: "application/vnd.oci.image.layer.v1.tar", Digest: l.digest, Size: l.size})
 	}
 	config, err := json.Marshal(map[string]any{
 		"architecture": "amd64",
@@ -65,7 +97,7 @@ func build(dir, name, out string, entrypoint []string) error {
 			"Entrypoint": entrypoint,
 			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{digest(layer)}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
 	})
 	if err != nil {
 		return err
@@ -74,7 +106,7 @@ func build(dir, name, out string, entrypoint []string) error {
 		"schemaVersion": 2,
 		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
 		"config":        descriptor{MediaType: "application/vnd.oci.image.config.v1+json", Digest: digest(config), Size: int64(len(config))},
-		"layers":        []descriptor{{MediaType: "application/vnd.oci.image.layer.v1.tar", Digest: digest(layer), Size: int64(len(layer))}},
+		"layers":        descs,
 	})
 	if err != nil {
 		return err
@@ -97,12 +129,8 @@ func build(dir, name, out string, entrypoint []string) error {
 	}
 	defer f.Close()
 	tw := tar.NewWriter(f)
-	add := func(path string, b []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
-			return err
-		}
-		_, err := tw.Write(b)
-		return err
+	header := func(path string, size int64) error {
+		return tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: size, Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)})
 	}
 	for _, e := range []struct {
 		path string
@@ -112,10 +140,23 @@ func build(dir, name, out string, entrypoint []string) error {
 		{"index.json", index},
 		{"blobs/sha256/" + strings.TrimPrefix(digest(config), "sha256:"), config},
 		{"blobs/sha256/" + strings.TrimPrefix(digest(manifest), "sha256:"), manifest},
-		{"blobs/sha256/" + strings.TrimPrefix(digest(layer), "sha256:"), layer},
 	} {
-		if err := add(e.path, e.b); err != nil {
+		if err := header(e.path, int64(len(e.b))); err != nil {
 			return fmt.Errorf("write %s: %w", e.path, err)
+		}
+		if _, err := tw.Write(e.b); err != nil {
+			return fmt.Errorf("write %s: %w", e.path, err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, l := range layers {
+		if seen[l.digest] {
+			continue // two equal layers are one blob
+		}
+		seen[l.digest] = true
+		path := "blobs/sha256/" + strings.TrimPrefix(l.digest, "sha256:")
+		if err := copyBlob(tw, path, l); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -127,11 +168,44 @@ func build(dir, name, out string, entrypoint []string) error {
 	return os.Rename(out+".tmp", out)
 }
 
-// packLayer tars dir (WalkDir visits in lexical order) with fixed metadata.
-func packLayer(dir string) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+func copyBlob(tw *tar.Writer, path string, l blob) error {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: l.size, Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
+}
+
+// counter counts and hashes what is written through it.
+type counter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// packLayer tars dir (WalkDir visits in lexical order) with fixed metadata
+// into file.
+func packLayer(dir, file string) (blob, error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return blob{}, err
+	}
+	defer f.Close()
+	c := &counter{w: f, h: sha256.New()}
+	tw := tar.NewWriter(c)
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -164,22 +238,25 @@ func packLayer(dir string) ([]byte, error) {
 			return err
 		}
 		if fi.Mode().IsRegular() {
-			f, err := os.Open(path)
+			src, err := os.Open(path)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			if _, err := io.Copy(tw, f); err != nil {
+			defer src.Close()
+			if _, err := io.Copy(tw, src); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pack %s: %w", dir, err)
+		return blob{}, fmt.Errorf("pack %s: %w", dir, err)
 	}
 	if err := tw.Close(); err != nil {
-		return nil, err
+		return blob{}, err
 	}
-	return buf.Bytes(), nil
+	if err := f.Close(); err != nil {
+		return blob{}, err
+	}
+	return blob{path: file, digest: "sha256:" + hex.EncodeToString(c.h.Sum(nil)), size: c.n}, nil
 }
