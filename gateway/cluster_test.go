@@ -35,10 +35,10 @@ import (
 
 // The test cluster of hack/cluster (go tool task cluster-up).
 const (
-	clusterBoxImage     = "sbx.local/box:dev"
+	clusterBoxImage = "sbx.local/box:dev"
 	// clusterAgentImage is the Debian agent image (`go tool task image`)
 	// with this checkout's sbx, as cluster-up imports it.
-	clusterAgentImage = "sbx.local/agent:dev"
+	clusterAgentImage   = "sbx.local/agent:dev"
 	clusterStorageClass = "sbx-test-hostpath"
 )
 
