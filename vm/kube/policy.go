@@ -120,20 +120,35 @@ func (b *Backend) ensureQuota(ctx context.Context) error {
 }
 
 // quotaInForce waits until the cluster's quota controller has counted the
-// quota (status.hard = spec.hard): until then the API server refuses every
-// Pod with "status unknown for quota".
+// quota (status.hard = spec.hard), watching it: until then the API server
+// refuses every Pod with "status unknown for quota".
 func (b *Backend) quotaInForce(ctx context.Context, want *corev1.ResourceQuota) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeoutCause(ctx, time.Minute, fmt.Errorf(
+		"kubernetes backend: ResourceQuota %s/%s not counted by the cluster's quota controller after a minute (is kube-controller-manager running?)", b.ns, QuotaName))
 	defer cancel()
-	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		got, err := b.cs.CoreV1().ResourceQuotas(b.ns).Get(ctx, QuotaName, metav1.GetOptions{})
-		if err == nil && apiequality.Semantic.DeepEqual(got.Status.Hard, want.Spec.Hard) {
+	api := b.cs.CoreV1().ResourceQuotas(b.ns)
+	counted := func(q *corev1.ResourceQuota) bool { return apiequality.Semantic.DeepEqual(q.Status.Hard, want.Spec.Hard) }
+	for {
+		got, err := api.Get(ctx, QuotaName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("kubernetes backend: read ResourceQuota %s/%s: %w", b.ns, QuotaName, err)
+		}
+		if counted(got) {
 			return nil
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return fmt.Errorf("kubernetes backend: ResourceQuota %s/%s not counted by the cluster's quota controller after a minute (is kube-controller-manager running?)", b.ns, QuotaName)
+		w, err := api.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + QuotaName, ResourceVersion: got.ResourceVersion})
+		if err != nil {
+			return fmt.Errorf("kubernetes backend: watch ResourceQuota %s/%s: %w", b.ns, QuotaName, err)
+		}
+		for ev := range w.ResultChan() {
+			if q, ok := ev.Object.(*corev1.ResourceQuota); ok && counted(q) {
+				w.Stop()
+				return nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
 		}
 	}
 }
