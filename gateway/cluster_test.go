@@ -667,9 +667,28 @@ func TestClusterBoxNetwork(t *testing.T) {
 			t.Errorf("reachable from the box: %s → %q", script, out)
 		}
 	}
+	// A root in the box cannot bring a network back: CAP_NET_ADMIN is out of
+	// its bounding set.
+	if out, code := sh("ip link add sbx0 type dummy && ip addr add 192.0.2.9/24 dev sbx0 && ip link set sbx0 up"); code == 0 {
+		t.Errorf("the box made itself an interface: %q", out)
+	}
+	if out, _ := sh("sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status"); capBit(t, out, 12) {
+		t.Errorf("CAP_NET_ADMIN in the box's bounding set: %q", out)
+	}
 	for _, secret := range []string{g.token, g.apiKey} {
 		if out, _ := sh("grep -rl '" + secret + "' /workspace /etc /proc/1/environ 2>/dev/null; env | grep -c '" + secret + "'"); strings.TrimSpace(out) != "0" {
 			t.Errorf("a secret is inside the box: %q", out)
 		}
 	}
+}
+
+// capBit reports whether capability bit n is set in a hex capability mask
+// as /proc/PID/status prints it.
+func capBit(t *testing.T, mask string, n uint) bool {
+	t.Helper()
+	v, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+	if err != nil {
+		t.Fatalf("capability mask %q: %v", mask, err)
+	}
+	return v&(1<<n) != 0
 }
