@@ -127,7 +127,9 @@ func (b *Backend) quotaInForce(ctx context.Context, want *corev1.ResourceQuota) 
 		"kubernetes backend: ResourceQuota %s/%s not counted by the cluster's quota controller after a minute (is kube-controller-manager running?)", b.ns, QuotaName))
 	defer cancel()
 	api := b.cs.CoreV1().ResourceQuotas(b.ns)
-	counted := func(q *corev1.ResourceQuota) bool { return apiequality.Semantic.DeepEqual(q.Status.Hard, want.Spec.Hard) }
+	counted := func(q *corev1.ResourceQuota) bool {
+		return apiequality.Semantic.DeepEqual(q.Status.Hard, want.Spec.Hard)
+	}
 	for {
 		got, err := api.Get(ctx, QuotaName, metav1.GetOptions{})
 		if err != nil {
