@@ -16,6 +16,7 @@ import (
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/qemu"
+	"sbx.dev/sbx/vm/vmtest"
 )
 
 // benchManagers are a vm.Manager on the test cluster (a fresh namespace)
@@ -63,16 +64,7 @@ func BenchmarkCreateToExec(b *testing.B) {
 		if _, err := m.Start(ctx, name); err != nil {
 			b.Fatal(err)
 		}
-		p, err := m.Exec(ctx, name, agent.ExecRequest{Argv: []string{"true"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		p.Stdin().Close()
-		go io.Copy(io.Discard, p.Stdout())
-		go io.Copy(io.Discard, p.Stderr())
-		if st, err := p.Wait(); err != nil || st.Code != 0 {
-			b.Fatalf("true: %+v %v", st, err)
-		}
+		vmtest.ExecTrue(ctx, b, m, name)
 		d := time.Since(start)
 		if err := m.Destroy(ctx, name); err != nil {
 			b.Fatal(err)

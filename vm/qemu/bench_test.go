@@ -9,14 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/kernel"
+	"sbx.dev/sbx/vm/vmtest"
 )
 
 // benchSetup is shared by the VM benchmarks: the best kernel found (small,
@@ -160,18 +159,7 @@ func BenchmarkVM(b *testing.B) {
 	b.Run("Exec", func(b *testing.B) {
 		r := &samples{name: "exec round trip (true)", unit: "ms"}
 		for range b.N {
-			t0 := time.Now()
-			p, err := s.m.Exec(ctx, box, agent.ExecRequest{Argv: []string{"true"}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			p.Stdin().Close()
-			go io.Copy(io.Discard, p.Stdout())
-			go io.Copy(io.Discard, p.Stderr())
-			if st, err := p.Wait(); err != nil || st.Code != 0 {
-				b.Fatalf("true: %+v %v", st, err)
-			}
-			r.add(ms(time.Since(t0)))
+			r.add(ms(vmtest.ExecTrue(ctx, b, s.m, box)))
 		}
 		r.report(b)
 		addRow(r)
@@ -270,53 +258,21 @@ func BenchmarkVM(b *testing.B) {
 //	SBX_BENCH_AB="old=.sbx/kernel/small/vmlinux:/tmp/old-init new=.sbx/kernel/small/vmlinux" \
 //	  go test -run '^$' -bench ExecAB -benchtime 200x ./vm/qemu/
 func BenchmarkExecAB(b *testing.B) {
-	spec := os.Getenv("SBX_BENCH_AB")
-	if spec == "" {
-		b.Skip("set SBX_BENCH_AB to name=vmlinux[:init] ... to compare execs")
-	}
 	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	type variant struct {
 		m          *vm.Manager
 		exec, copy samples
 	}
 	var vs []*variant
-	for _, f := range strings.Fields(spec) {
-		name, rest, ok := strings.Cut(f, "=")
-		if !ok {
-			b.Fatalf("SBX_BENCH_AB: %q is not name=vmlinux[:init]", f)
-		}
-		kpath, init, _ := strings.Cut(rest, ":")
-		if init == "" {
-			init = testInit(b)
-		}
-		be, err := New(ctx, Config{DataDir: b.TempDir(), Kernel: &kernel.Kernel{Kind: kernel.KindSmall, Path: kpath}, Init: init, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := vm.New(ctx, vm.Config{Backend: be, BootTimeout: 5 * time.Minute, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { m.Destroy(ctx, "ab"); m.Close() })
-		startBox(ctx, b, m, "ab")
-		vs = append(vs, &variant{m: m, exec: samples{name: name + " exec true", unit: "ms"},
-			copy: samples{name: name + " copy out 16 MiB", unit: "MB/s"}})
+	for _, a := range abVariants(ctx, b, "execs") {
+		b.Cleanup(func() { a.m.Destroy(ctx, "ab") })
+		startBox(ctx, b, a.m, "ab")
+		vs = append(vs, &variant{m: a.m, exec: samples{name: a.name + " exec true", unit: "ms"},
+			copy: samples{name: a.name + " copy out 16 MiB", unit: "MB/s"}})
 	}
 	for range b.N {
 		for _, v := range vs {
-			t0 := time.Now()
-			p, err := v.m.Exec(ctx, "ab", agent.ExecRequest{Argv: []string{"true"}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			p.Stdin().Close()
-			go io.Copy(io.Discard, p.Stdout())
-			go io.Copy(io.Discard, p.Stderr())
-			if st, err := p.Wait(); err != nil || st.Code != 0 {
-				b.Fatalf("true: %+v %v", st, err)
-			}
-			v.exec.add(ms(time.Since(t0)))
+			v.exec.add(ms(vmtest.ExecTrue(ctx, b, v.m, "ab")))
 		}
 	}
 	// Then copy out, which shares the agent's framing with exec.

@@ -742,6 +742,25 @@ func egress(ctx context.Context, t *testing.T, m *vm.Manager, spec vm.Spec) {
 	}
 }
 
+// ExecTrue runs `true` in box and returns the exec round trip: start,
+// stdio closed, exit status 0 read back. Benchmarks of every backend time
+// exec with it.
+func ExecTrue(ctx context.Context, tb testing.TB, m *vm.Manager, box string) time.Duration {
+	tb.Helper()
+	t0 := time.Now()
+	p, err := m.Exec(ctx, box, agent.ExecRequest{Argv: []string{"true"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.Stdin().Close()
+	go io.Copy(io.Discard, p.Stdout())
+	go io.Copy(io.Discard, p.Stderr())
+	if st, err := p.Wait(); err != nil || st.Code != 0 {
+		tb.Fatalf("true: %+v %v", st, err)
+	}
+	return time.Since(t0)
+}
+
 // OutboundIP is a non-loopback IPv4 address of this host (what a box must
 // not reach directly).
 func OutboundIP(t testing.TB) string {
