@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -588,14 +587,7 @@ func TestClusterBoxNetwork(t *testing.T) {
 		cfg.VM.MemoryMiB = 256
 	})
 	ctx := context.Background()
-	up := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from "+r.Host) })}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go up.Serve(ln)
-	defer up.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := helloUpstream(t)
 
 	b, err := g.f.Delegate(ctx, g.alice, fleet.DelegateRequest{Agent: "script", Task: "!say ready",
 		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}}, Allow: []string{"allowed.test"}})

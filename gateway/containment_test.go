@@ -182,17 +182,25 @@ func (g *boxGateway) auditRows(action string) []audit.Entry {
 // refused), egress follows the allow-list and never reaches private
 // addresses, the model endpoint adds the key; afterwards neither the token
 // nor the API key is anywhere in the box.
-func TestContainmentEndToEnd(t *testing.T) {
-	g := newBoxGateway(t, nil)
-	ctx := context.Background()
+// helloUpstream serves "hello from HOST" on a loopback port (an upstream a
+// box's allow-list names; the test resolver maps the names to loopback)
+// until the test ends.
+func helloUpstream(t *testing.T) int {
+	t.Helper()
 	up := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from "+r.Host) })}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go up.Serve(ln)
-	defer up.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { up.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestContainmentEndToEnd(t *testing.T) {
+	g := newBoxGateway(t, nil)
+	ctx := context.Background()
+	port := helloUpstream(t)
 	var b2 [16]byte
 
 	b, err := g.f.Delegate(ctx, g.alice, fleet.DelegateRequest{Agent: "script", Task: "!say ready",

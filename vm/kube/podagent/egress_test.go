@@ -3,15 +3,23 @@ package podagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
 )
 
 // freeAddr is a loopback address nothing listens on.
@@ -158,4 +166,80 @@ func waitFor(t *testing.T, ok func() bool) {
 		}
 	}
 	t.Fatal("condition not met in 10 s")
+}
+
+// TestDropBoundingCapAllThreadsRegression: the capability is gone from the
+// bounding set of every thread, not only the one that dropped it (children
+// forked from another thread kept CAP_NET_ADMIN in a box Pod). Run in a
+// child process: the drop is for good.
+func TestDropBoundingCapAllThreadsRegression(t *testing.T) {
+	if os.Getenv("SBX_TEST_DROP_CAP") == "1" {
+		// Many threads first, each locked, so the drop must reach them all.
+		var wg sync.WaitGroup
+		ready := make(chan struct{})
+		release := make(chan struct{})
+		for range 8 {
+			wg.Go(func() {
+				runtime.LockOSThread()
+				ready <- struct{}{}
+				<-release
+				// Report this thread's bounding set.
+				b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", unix.Gettid()))
+				if err != nil {
+					panic(err)
+				}
+				fmt.Println(capLine(string(b)))
+			})
+		}
+		for range 8 {
+			<-ready
+		}
+		if err := dropBoundingCap(unix.CAP_NET_ADMIN); err != nil {
+			fmt.Println("drop:", err)
+			os.Exit(1)
+		}
+		close(release)
+		wg.Wait()
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SETPCAP) to drop from the bounding set")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDropBoundingCapAllThreadsRegression$")
+	cmd.Env = append(os.Environ(), "SBX_TEST_DROP_CAP=1")
+	out, err := cmd.CombinedOutput()
+	if cgoOn {
+		// A cgo binary cannot reach every thread: the drop fails closed,
+		// saying how to build sbx (the box Pod then does not start).
+		if err == nil || !strings.Contains(string(out), "CGO_ENABLED=0") {
+			t.Fatalf("with cgo: %v %q, want the drop refused naming CGO_ENABLED=0", err, out)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) < 8 {
+		t.Fatalf("child printed %q", out)
+	}
+	for _, l := range lines[:8] {
+		v, err := strconv.ParseUint(l, 16, 64)
+		if err != nil {
+			t.Fatalf("child printed %q", out)
+		}
+		if v&(1<<unix.CAP_NET_ADMIN) != 0 {
+			t.Errorf("a thread kept CAP_NET_ADMIN in its bounding set: %s", l)
+		}
+	}
+}
+
+// capLine returns the CapBnd mask of a /proc status file.
+func capLine(status string) string {
+	for line := range strings.SplitSeq(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }

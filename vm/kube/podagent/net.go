@@ -45,10 +45,25 @@ func isolateNetwork(gateway netip.Addr) ([]string, error) {
 			return gone, fmt.Errorf("isolate network: add %s to loopback: %w", gateway, err)
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_NET_ADMIN, 0, 0, 0); err != nil {
+	if err := dropBoundingCap(unix.CAP_NET_ADMIN); err != nil {
 		return gone, fmt.Errorf("isolate network: drop CAP_NET_ADMIN: %w", err)
 	}
 	return gone, nil
+}
+
+// dropBoundingCap drops capability c from the bounding set of every thread
+// of the process. The bounding set is per thread, and the agent forks a
+// box's processes from whichever thread the Go runtime runs it on: a
+// prctl on one thread leaves the capability to children of the others.
+func dropBoundingCap(c uintptr) error {
+	_, _, errno := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0)
+	switch errno {
+	case 0:
+		return nil
+	case syscall.ENOTSUP:
+		return fmt.Errorf("%w: the sbx binary must be built with CGO_ENABLED=0 to change every thread's capabilities", errno)
+	}
+	return errno
 }
 
 // deleteLink sends RTM_DELLINK for ifindex.
