@@ -243,3 +243,50 @@ func capLine(status string) string {
 	}
 	return "?"
 }
+
+// FuzzReadClient: whatever a connection to the agent's or the egress
+// socket starts with, the client line parser neither panics nor reads past
+// a bounded line, names a client only from a whole ClientHeader line, and
+// hands on every byte after it (all bytes when there is no line).
+func FuzzReadClient(f *testing.F) {
+	for _, s := range []string{ClientHeader + "gw-1\nSBXHELLO", "SBXHELLO", "#", "#sbx-client \n", "#sbx-client " + strings.Repeat("x", 200) + "\n", "#other\nrest", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a, b := net.Pipe()
+		go func() { b.Write(in); b.Close() }()
+		id, c, err := readClient(a)
+		if err != nil {
+			return
+		}
+		rest, _ := io.ReadAll(c)
+		if len(in) == 0 || in[0] != ClientHeader[0] {
+			if id != "" || string(rest) != string(in) {
+				t.Fatalf("no line: id %q, rest %q of %q", id, rest, in)
+			}
+			return
+		}
+		line := ClientHeader + id + "\n"
+		if len(id) > MaxClientID || strings.Contains(id, "\n") || !strings.HasPrefix(string(in), line) || string(rest) != string(in[len(line):]) {
+			t.Fatalf("id %q, rest %q of %q", id, rest, in)
+		}
+	})
+}
+
+// TestReadClientIDLimitRegression: a client id of MaxClientID bytes is
+// taken, one byte more refused (the bound let MaxClientID+1 through).
+func TestReadClientIDLimitRegression(t *testing.T) {
+	for _, tc := range []struct {
+		n  int
+		ok bool
+	}{{MaxClientID, true}, {MaxClientID + 1, false}, {0, true}} {
+		a, b := net.Pipe()
+		id := strings.Repeat("g", tc.n)
+		go func() { io.WriteString(b, ClientHeader+id+"\nrest"); b.Close() }()
+		got, _, err := readClient(a)
+		if (err == nil) != tc.ok || tc.ok && got != id {
+			t.Errorf("id of %d bytes: %q %v, want ok=%v", tc.n, got, err, tc.ok)
+		}
+		a.Close()
+	}
+}

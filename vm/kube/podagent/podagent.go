@@ -269,7 +269,7 @@ func readClient(c net.Conn) (string, net.Conn, error) {
 			break
 		}
 		line = append(line, b[0])
-		if len(line) > len(ClientHeader)+MaxClientID {
+		if 1+len(line) > len(ClientHeader)+MaxClientID { // first byte + line = header + id
 			return "", nil, errors.New("client line too long")
 		}
 	}
