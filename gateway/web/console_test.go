@@ -548,8 +548,9 @@ func TestLogStreamResumesFromLastEventID(t *testing.T) {
 	}
 	all := read()
 	want := "id: 25\nevent: log\ndata: first line\ndata: second &lt;line&gt;\ndata: \n"
-	if len(all) != 1 || all[0] != want {
-		t.Fatalf("from the start: %q, want %q", all, want)
+	// Every connection first refreshes the status panel, then the log.
+	if len(all) != 2 || !strings.Contains(all[0], "event: status") || all[1] != want {
+		t.Fatalf("from the start: %q, want the status, then %q", all, want)
 	}
 	c.core.write("b1", "third\n")
 	resumed := read("Last-Event-ID", "25")
@@ -559,6 +560,68 @@ func TestLogStreamResumesFromLastEventID(t *testing.T) {
 	}
 	if resp, _ := send(t, b, "GET", c.URL+"/boxes/b1/stream", nil, "Last-Event-ID", "-1"); resp.StatusCode != 400 {
 		t.Errorf("bad Last-Event-ID: %d", resp.StatusCode)
+	}
+}
+
+// TestStreamStatusOnConnectRegression: a question asked between rendering a
+// box's page and its stream connecting reaches the page — the stream starts
+// with the box's status (it did so only on reconnects, and a turn that
+// reached its question in that gap never showed the question panel).
+func TestStreamStatusOnConnectRegression(t *testing.T) {
+	c := newConsole(t, Options{})
+	c.core.add("b1", "alice", "task", "", time.Now())
+	b := c.login("alice")
+	if resp, body := send(t, b, "GET", c.URL+"/boxes/b1", nil); resp.StatusCode != 200 || !strings.Contains(body, "state-running") {
+		t.Fatalf("page: %d", resp.StatusCode)
+	}
+	c.core.ask("b1", "Which word?") // after the page, before the stream
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.URL+"/boxes/b1/stream", nil)
+	resp, err := b.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var first strings.Builder
+	for sc.Scan() && sc.Text() != "" {
+		first.WriteString(sc.Text() + "\n")
+	}
+	if ev := first.String(); !strings.Contains(ev, "event: status") || !strings.Contains(ev, "state-waiting") || !strings.Contains(ev, "Which word?") {
+		t.Fatalf("first event of the stream: %q, want the waiting status with the question", ev)
+	}
+}
+
+// TestFleetStreamRefreshOnConnectRegression: the fleet stream starts with
+// the rows as they are, so a box made between rendering the fleet page and
+// the stream connecting shows without waiting for the next change.
+func TestFleetStreamRefreshOnConnectRegression(t *testing.T) {
+	c := newConsole(t, Options{})
+	b := c.login("alice")
+	c.core.add("late-box", "alice", "task", "", time.Now()) // before the stream subscribes
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.URL+"/events", nil)
+	resp, err := b.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("events: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var first strings.Builder
+	for sc.Scan() {
+		if sc.Text() == "" {
+			if strings.Contains(first.String(), "event: fleet") {
+				break
+			}
+			first.Reset() // a heartbeat comment
+			continue
+		}
+		first.WriteString(sc.Text() + "\n")
+	}
+	if ev := first.String(); !strings.Contains(ev, "late-box") {
+		t.Fatalf("first fleet event: %q, want the rows with late-box", ev)
 	}
 }
 

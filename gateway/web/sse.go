@@ -91,7 +91,9 @@ func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request) {
 	out := startSSE(w)
 	beat := time.NewTicker(SSEHeartbeat)
 	defer beat.Stop()
-	var debounce <-chan time.Time
+	// The rows start with a refresh: a change between rendering the page
+	// and subscribing here is otherwise missed until the next one.
+	debounce := time.After(0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -179,8 +181,10 @@ func (s *Server) boxStream(w http.ResponseWriter, r *http.Request) {
 		}
 		return out.send("status", "", body)
 	}
-	if from > 0 && sendStatus() != nil {
-		// A reconnect: the page's status panel may be stale.
+	// The page's status panel may be stale: a reconnect, or a change
+	// between rendering the page and subscribing here (a turn that reaches
+	// its question in that gap would never show the question).
+	if sendStatus() != nil {
 		return
 	}
 	beat := time.NewTicker(SSEHeartbeat)
