@@ -121,16 +121,19 @@ func (c *connState) execStream(st *yamux.Stream, req request) {
 		fail(err)
 		return
 	}
-	defer func() {
+	// The exec is no longer addressable once the process is gone, before
+	// the host hears its exit: a resize or signal after Wait is refused.
+	gone := func() {
 		c.mu.Lock()
 		delete(c.procs, req.ID)
 		c.mu.Unlock()
-	}()
+	}
+	defer gone()
 	// As with the four-stream exec, a failed write does not end the process.
 	if err := writeFrame(st, reply{ID: req.ID, PID: p.pid}); err != nil {
 		s.log.Debug("agent: exec reply", "pid", p.pid, "err", err)
 	}
-	p.runStream(st, s.log)
+	p.runStream(st, s.log, gone)
 }
 
 // control applies a resize or signal sent on its own stream to a process
@@ -145,8 +148,9 @@ func (c *connState) control(req request) error {
 	return p.control(req)
 }
 
-// runStream pumps input from st and output and the exit status to st.
-func (p *process) runStream(st *yamux.Stream, log *slog.Logger) {
+// runStream pumps input from st and output and the exit status to st,
+// calling exited before it sends the status.
+func (p *process) runStream(st *yamux.Stream, log *slog.Logger, exited func()) {
 	defer p.closeAll()
 	var mu sync.Mutex // one frame per Write, whole
 	send := func(b []byte) error {
@@ -181,6 +185,7 @@ func (p *process) runStream(st *yamux.Stream, log *slog.Logger) {
 		out(p.stderr, frameStderr, frameStderrEOF)
 	}
 	exit := p.finish(pumps, &outs)
+	exited()
 	b, _ := json.Marshal(exit)
 	if err := send(putFrameHead(append(make([]byte, frameHead, frameHead+len(b)), b...), frameExit)); err != nil {
 		log.Debug("agent: send exit", "pid", p.pid, "err", err)
