@@ -175,17 +175,7 @@ func BenchmarkVM(b *testing.B) {
 		r := &samples{name: "file copy out (16 MiB)", unit: "MB/s"}
 		b.SetBytes(size)
 		for range b.N {
-			t0 := time.Now()
-			rc, err := s.m.ReadFile(ctx, box, "copy.bin")
-			if err != nil {
-				b.Fatal(err)
-			}
-			n, err := io.Copy(io.Discard, rc)
-			rc.Close()
-			if err != nil || n != size {
-				b.Fatalf("read %d bytes: %v", n, err)
-			}
-			r.add(float64(size) / 1e6 / time.Since(t0).Seconds())
+			r.add(copyOut(ctx, b, s.m, box, "copy.bin", size))
 		}
 		r.report(b)
 		addRow(r)
@@ -286,17 +276,7 @@ func BenchmarkExecAB(b *testing.B) {
 	}
 	for range max(1, b.N/20) {
 		for _, v := range vs {
-			t0 := time.Now()
-			rc, err := v.m.ReadFile(ctx, "ab", "copy.bin")
-			if err != nil {
-				b.Fatal(err)
-			}
-			n, err := io.Copy(io.Discard, rc)
-			rc.Close()
-			if err != nil || n != size {
-				b.Fatalf("read %d bytes: %v", n, err)
-			}
-			v.copy.add(float64(size) / 1e6 / time.Since(t0).Seconds())
+			v.copy.add(copyOut(ctx, b, v.m, "ab", "copy.bin", size))
 		}
 	}
 	b.ReportMetric(0, "ns/op")
@@ -307,4 +287,19 @@ func BenchmarkExecAB(b *testing.B) {
 			fmt.Printf("%-28s %5d %10.2f %10.2f %10.2f %10.2f  %s\n", s.name, len(s.v), lo, med, p95, hi, s.unit)
 		}
 	}
+}
+
+// copyOut reads the file of size bytes out of box and returns MB/s.
+func copyOut(ctx context.Context, b *testing.B, m *vm.Manager, box, path string, size int64) float64 {
+	t0 := time.Now()
+	rc, err := m.ReadFile(ctx, box, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	rc.Close()
+	if err != nil || n != size {
+		b.Fatalf("read %d bytes: %v", n, err)
+	}
+	return float64(size) / 1e6 / time.Since(t0).Seconds()
 }
