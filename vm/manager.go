@@ -41,10 +41,10 @@ type Manager struct {
 	ctx     context.Context // ends at Close: stops watchers and timers
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	events  *EventHub
 
 	mu     sync.Mutex
 	boxes  map[string]*entry
-	subs   map[*subscriber]struct{}
 	closed bool
 }
 
@@ -56,11 +56,6 @@ type entry struct {
 	gen    int // bumped at every machine launch; stale watchers see a newer one
 	timer  *time.Timer
 	client *agent.Client
-}
-
-type subscriber struct {
-	ch      chan Event
-	dropped int
 }
 
 // New starts a Manager over cfg.Backend and re-adopts the boxes it holds.
@@ -78,7 +73,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{backend: cfg.Backend, cfg: cfg, log: log, ctx: mctx, cancel: cancel,
-		boxes: map[string]*entry{}, subs: map[*subscriber]struct{}{}}
+		boxes: map[string]*entry{}, events: NewEventHub(log)}
 	m.AgentOps = AgentOps{Client: m.agent}
 	boxes, err := cfg.Backend.Recover(ctx)
 	if err != nil {
@@ -482,46 +477,9 @@ func (m *Manager) List() []Box {
 
 // Events streams state changes until ctx ends. A subscriber that falls
 // more than 256 events behind loses the surplus (logged), never the manager.
-func (m *Manager) Events(ctx context.Context) <-chan Event {
-	s := &subscriber{ch: make(chan Event, 256)}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		close(s.ch)
-		return s.ch
-	}
-	m.subs[s] = struct{}{}
-	m.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-m.ctx.Done():
-		}
-		m.mu.Lock()
-		if _, ok := m.subs[s]; ok {
-			delete(m.subs, s)
-			close(s.ch)
-		}
-		m.mu.Unlock()
-	}()
-	return s.ch
-}
+func (m *Manager) Events(ctx context.Context) <-chan Event { return m.events.Subscribe(ctx) }
 
-func (m *Manager) emit(ev Event) {
-	if ev.At.IsZero() {
-		ev.At = time.Now().UTC()
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for s := range m.subs {
-		select {
-		case s.ch <- ev:
-		default:
-			s.dropped++
-			m.log.Warn("event subscriber too slow, event dropped", "box", ev.Box, "dropped", s.dropped)
-		}
-	}
-}
+func (m *Manager) emit(ev Event) { m.events.Emit(ev) }
 
 // Close stops watching the boxes. Their machines keep running; a new
 // Manager over the same backend re-adopts them.
@@ -542,11 +500,8 @@ func (m *Manager) Close() error {
 			e.client = nil
 		}
 	}
-	for s := range m.subs {
-		delete(m.subs, s)
-		close(s.ch)
-	}
 	m.mu.Unlock()
+	m.events.Close()
 	m.cancel()
 	for _, c := range clients {
 		c.Close()

@@ -32,12 +32,13 @@ type Machines struct {
 	// AgentOps: Exec, the file calls and Watch, through agent.
 	vm.AgentOps
 
-	b    *Backend
-	cfg  MachinesConfig
-	log  *slog.Logger
-	ctx  context.Context // ends at Close
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	b      *Backend
+	cfg    MachinesConfig
+	events *vm.EventHub
+	log    *slog.Logger
+	ctx    context.Context // ends at Close
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex
@@ -46,7 +47,6 @@ type Machines struct {
 	mine    map[string]vm.Box // last record this gateway wrote (the watch may lag)
 	timers  map[string]*time.Timer
 	watched map[string]string // box → UID of the Pod a crash watch follows
-	subs    map[chan vm.Event]struct{}
 	closed  bool
 }
 
@@ -81,7 +81,7 @@ func NewMachines(ctx context.Context, b *Backend, cfg MachinesConfig) (*Machines
 	m := &Machines{b: b, cfg: cfg, log: log,
 		locks: map[string]*sync.Mutex{}, clients: map[string]*agent.Client{}, seen: map[string]vm.Box{},
 		mine: map[string]vm.Box{}, timers: map[string]*time.Timer{}, watched: map[string]string{},
-		subs: map[chan vm.Event]struct{}{}}
+		events: vm.NewEventHub(log)}
 	m.AgentOps = vm.AgentOps{Client: m.agent}
 	m.ctx, m.stop = context.WithCancel(context.WithoutCancel(ctx))
 	// The claims carry the records: every change of one is a possible
@@ -135,11 +135,8 @@ func (m *Machines) Close() error {
 	}
 	clients := m.clients
 	m.clients = map[string]*agent.Client{}
-	for ch := range m.subs {
-		close(ch)
-	}
-	m.subs = map[chan vm.Event]struct{}{}
 	m.mu.Unlock()
+	m.events.Close()
 	m.stop()
 	for _, c := range clients {
 		c.Close()
@@ -299,45 +296,9 @@ func (m *Machines) expire(name string) {
 // Events streams the state changes of every box in the namespace, made by
 // any gateway, until ctx ends. A subscriber more than 256 behind loses the
 // surplus (logged).
-func (m *Machines) Events(ctx context.Context) <-chan vm.Event {
-	ch := make(chan vm.Event, 256)
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		close(ch)
-		return ch
-	}
-	m.subs[ch] = struct{}{}
-	m.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-m.ctx.Done():
-		}
-		m.mu.Lock()
-		if _, ok := m.subs[ch]; ok {
-			delete(m.subs, ch)
-			close(ch)
-		}
-		m.mu.Unlock()
-	}()
-	return ch
-}
+func (m *Machines) Events(ctx context.Context) <-chan vm.Event { return m.events.Subscribe(ctx) }
 
-func (m *Machines) emit(ev vm.Event) {
-	if ev.At.IsZero() {
-		ev.At = time.Now().UTC()
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for ch := range m.subs {
-		select {
-		case ch <- ev:
-		default:
-			m.log.Warn("event subscriber too slow, event dropped", "box", ev.Box)
-		}
-	}
-}
+func (m *Machines) emit(ev vm.Event) { m.events.Emit(ev) }
 
 // lock serialises this gateway's operations on one box. Gateways do not
 // lock each other out: the fleet above takes a lease where that matters.
