@@ -46,7 +46,9 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
 	gossh "golang.org/x/crypto/ssh"
+	"sbx.dev/sbx/internal/testutil"
 
 	"sbx.dev/sbx/gateway/config"
 )
@@ -190,7 +192,7 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if addrs, ok := readAddrFile(addrFile); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
+		if addrs, ok := testutil.ReadAddrFile(addrFile, "ssh", "url"); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
 			_, port, _ := net.SplitHostPort(addrs["ssh"])
 			ts.Setenv("SSH_PORT", port)
 			ts.Setenv("HTTP_URL", addrs["url"])
@@ -214,20 +216,6 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("sbx serve did not write %s within 30s", addrFile)
 		}
 	}
-}
-
-func readAddrFile(path string) (map[string]string, bool) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, false
-	}
-	m := map[string]string{}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			m[k] = v
-		}
-	}
-	return m, m["ssh"] != "" && m["url"] != ""
 }
 
 func cmdStop(ts *testscript.TestScript, neg bool, args []string) {

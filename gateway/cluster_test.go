@@ -196,7 +196,7 @@ func startClusterGateway(t *testing.T, bin string, c testCluster, name, data, ad
 	})
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if addrs, ok := readAddrFile(filepath.Join(data, AddrFile)); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
+		if addrs, ok := testutil.ReadAddrFile(filepath.Join(data, AddrFile), "ssh", "pid"); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
 			_, g.port, _ = net.SplitHostPort(addrs["ssh"])
 			return g
 		}
@@ -209,20 +209,6 @@ func startClusterGateway(t *testing.T, bin string, c testCluster, name, data, ad
 	}
 	t.Fatalf("gateway %s did not listen within a minute:\n%s", name, g.log.String())
 	return nil
-}
-
-func readAddrFile(path string) (map[string]string, bool) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, false
-	}
-	m := map[string]string{}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			m[k] = v
-		}
-	}
-	return m, m["ssh"] != "" && m["pid"] != ""
 }
 
 // kill ends the process at once (SIGKILL): a gateway that dies mid-run.
