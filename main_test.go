@@ -48,9 +48,9 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	gossh "golang.org/x/crypto/ssh"
-	"sbx.dev/sbx/internal/testutil"
 
 	"sbx.dev/sbx/gateway/config"
+	"sbx.dev/sbx/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
