@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"sbx.dev/sbx/gateway/sshd/tui"
+	"sbx.dev/sbx/internal/termtext"
 )
 
 // tui serves a session without a command: the fleet TUI on a PTY, a short
@@ -12,9 +13,9 @@ func (c *call) tui() int {
 	pty, _, isPty := c.sess.Pty()
 	if !isPty || c.srv.Fleet == nil {
 		fmt.Fprintf(c.sess, "sbx: signed in as %s (%s). Run `ssh -t …` for the fleet TUI, or `%s help` for the commands.\n",
-			c.user.Name, c.user.Role, c.usagePrefix())
+			termtext.String(c.user.Name), c.user.Role, c.usagePrefix())
 		if isPty { // asked for the TUI, which needs boxes
-			fmt.Fprintln(c.sess.Stderr(), "error: "+c.srv.noFleet().Error())
+			fmt.Fprintln(c.sess.Stderr(), "error: "+termtext.String(c.srv.noFleet().Error()))
 			return 1
 		}
 		return 0

@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/wish"
 
 	"sbx.dev/sbx/gateway/metrics"
+	"sbx.dev/sbx/internal/termtext"
 	"sbx.dev/sbx/keys"
 )
 
@@ -156,7 +157,7 @@ func (s *Server) commandMiddleware(next ssh.Handler) ssh.Handler {
 
 // refuse ends a session with a one-line error and exit 1.
 func refuse(sess ssh.Session, msg string) {
-	fmt.Fprintln(sess.Stderr(), "error: "+msg)
+	fmt.Fprintln(sess.Stderr(), "error: "+termtext.String(msg))
 	_ = sess.Exit(1)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/ssh"
 	"github.com/spf13/cobra"
 
+	"sbx.dev/sbx/internal/termtext"
 	"sbx.dev/sbx/keys"
 )
 
@@ -55,14 +56,23 @@ func (c *call) usagePrefix() string {
 }
 
 // run executes args through a fresh cobra root and returns the exit code.
+//
+// This is the one place command output is made safe for the terminal:
+// everything a command prints, and its error, passes termtext on the way
+// to the client. Box text (questions, logs, patches, errors quoting it) is
+// hostile and may hold escape sequences. Only attach and exec write their
+// process's bytes raw, to the channel itself (runProcess), as scp and sftp
+// do file bytes.
 func (c *call) run(ctx context.Context, args []string) int {
+	stdout, stderr := termtext.NewWriter(c.sess), termtext.NewWriter(c.sess.Stderr())
+	defer func() { _ = stdout.Flush(); _ = stderr.Flush() }()
 	root := c.root()
 	root.SetArgs(args)
 	root.SetIn(c.sess)
-	root.SetOut(c.sess)
-	root.SetErr(c.sess.Stderr())
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(c.sess.Stderr(), "error: "+oneLine(err.Error()))
+		fmt.Fprintln(stderr, "error: "+oneLine(err.Error()))
 		return 1
 	}
 	return c.exit

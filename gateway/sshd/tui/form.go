@@ -167,7 +167,7 @@ func (f *form) view() string {
 				val += "█"
 			}
 		}
-		b.WriteString(fmt.Sprintf("%s%-6s %s\n", cursor, fl.label+":", val))
+		b.WriteString(fmt.Sprintf("%s%-6s %s\n", cursor, fl.label+":", safe(val)))
 		b.WriteString(stHelp.Render("         "+fl.hint) + "\n")
 	}
 	if f.busy {

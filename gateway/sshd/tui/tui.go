@@ -19,6 +19,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/internal/termtext"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm"
 )
@@ -646,7 +647,7 @@ func (m *model) applyLog(msg logMsg) tea.Cmd {
 	parts := strings.Split(text, "\n")
 	m.partial = parts[len(parts)-1]
 	for _, l := range parts[:len(parts)-1] {
-		m.lines = append(m.lines, sanitize(l))
+		m.lines = append(m.lines, safe(strings.TrimSuffix(l, "\r")))
 	}
 	if over := len(m.lines) - maxLogLines; over > 0 {
 		m.lines = slices.Delete(m.lines, 0, over)
@@ -654,16 +655,13 @@ func (m *model) applyLog(msg logMsg) tea.Cmd {
 	return nextLog(m.logCtx, m.logGen, m.logs)
 }
 
-// sanitize makes a log line safe to draw: no escape sequences or control
-// characters from the box reach the user's terminal.
-func sanitize(s string) string {
-	s = strings.ReplaceAll(s, "\t", "    ")
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return -1
-		}
-		return r
-	}, s)
+// safe makes a string from outside the TUI (box text, names, errors, what
+// the user typed or pasted) safe to draw on one line: the SSH front's one
+// terminal sanitizer (escape sequences, controls and bidi overrides made
+// visible, never passed on), then tabs as spaces. Every such string goes
+// through it where the view draws it; the view's own styling is added after.
+func safe(s string) string {
+	return strings.ReplaceAll(termtext.String(s), "\t", "    ")
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -721,17 +719,17 @@ func (m *model) View() tea.View {
 func (m *model) promptLine() string {
 	switch m.mode {
 	case modeConfirm:
-		return stConfirm.Render(fmt.Sprintf(" %s %s? y/N ", m.confirm.what, m.confirm.box))
+		return stConfirm.Render(fmt.Sprintf(" %s %s? y/N ", m.confirm.what, safe(m.confirm.box)))
 	case modeFilter:
-		return "filter: " + m.input + "█"
+		return "filter: " + safe(m.input) + "█"
 	case modeAnswer:
 		verb := "follow-up to "
 		if m.boxes[m.target()].Question.Len() > 0 {
 			verb = "answer to "
 		}
-		return verb + m.target() + ": " + m.input + "█"
+		return verb + safe(m.target()) + ": " + safe(m.input) + "█"
 	}
-	return stStatus.Render(m.status)
+	return stStatus.Render(safe(oneLine(m.status)))
 }
 
 func (m *model) helpBar() string {
@@ -780,9 +778,9 @@ Actions ask for confirmation (y). Everything shown is redacted by the core.`
 func (m *model) tableView() string {
 	now := m.o.Now()
 	var b strings.Builder
-	title := fmt.Sprintf("sbx fleet — %s (%s) — %d box(es), sorted by %s", m.o.Caller.User, m.o.Caller.Role, len(m.boxes), sortNames[m.sortBy])
+	title := fmt.Sprintf("sbx fleet — %s (%s) — %d box(es), sorted by %s", safe(m.o.Caller.User), m.o.Caller.Role, len(m.boxes), sortNames[m.sortBy])
 	if m.filter != "" {
-		title += fmt.Sprintf(", filter %q: %d shown", m.filter, len(m.order))
+		title += fmt.Sprintf(", filter \"%s\": %d shown", safe(m.filter), len(m.order))
 	}
 	b.WriteString(stTitle.Render(title) + "\n")
 	cols := []struct {
@@ -792,7 +790,7 @@ func (m *model) tableView() string {
 	row := func(vals []string) string {
 		var parts []string
 		for i, c := range cols {
-			parts = append(parts, pad(vals[i], c.w))
+			parts = append(parts, pad(safe(vals[i]), c.w))
 		}
 		return strings.Join(parts, " ")
 	}
@@ -852,7 +850,7 @@ func (m *model) boxView() string {
 	bx, ok := m.boxes[m.open]
 	var b strings.Builder
 	if !ok {
-		b.WriteString(stTitle.Render("box "+m.open+" (gone)") + "\n")
+		b.WriteString(stTitle.Render("box "+safe(m.open)+" (gone)") + "\n")
 	} else {
 		state := string(bx.State)
 		if st, ok := stState[bx.State]; ok {
@@ -862,12 +860,12 @@ func (m *model) boxView() string {
 		if bx.Keep {
 			kept = " · kept"
 		}
-		b.WriteString(stTitle.Render("box "+bx.Name) + " · " + state + " · " + bx.Agent + " · " + bx.Owner +
+		b.WriteString(stTitle.Render("box "+safe(bx.Name)) + " · " + state + " · " + safe(bx.Agent) + " · " + safe(bx.Owner) +
 			" · up " + Age(now, bx.Created) + " · output " + Age(now, bx.LastOutput) + kept + "\n")
-		b.WriteString("task: " + oneLine(bx.Task.String()) + "\n")
+		b.WriteString("task: " + safe(oneLine(bx.Task.String())) + "\n")
 	}
 	if ok && bx.Question.Len() > 0 {
-		b.WriteString(stBanner.Render(" ? "+oneLine(bx.Question.String())+" ") + "  (a to answer)\n")
+		b.WriteString(stBanner.Render(" ? "+safe(oneLine(bx.Question.String()))+" ") + "  (a to answer)\n")
 	} else {
 		b.WriteString("\n")
 	}
