@@ -109,6 +109,23 @@ func fileMode(m uint32) fs.FileMode {
 	return mode
 }
 
+// kindOf names a file type for a message.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "a special file"
+}
+
 func infoOf(name string, st *unix.Stat_t) FileInfo {
 	return FileInfo{
 		Name:    name,
@@ -296,7 +313,9 @@ func (s *server) readFile(st *yamux.Stream, req request) {
 		fail(err)
 		return
 	}
-	fd, err := s.open(rel, unix.O_RDONLY, 0)
+	// O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+	// below); on a regular file the flag changes nothing.
+	fd, err := s.open(rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		fail(pathErr("read", req.Path, err))
 		return
@@ -309,8 +328,12 @@ func (s *server) readFile(st *yamux.Stream, req request) {
 		return
 	}
 	fi := infoOf(baseName(rel), &sb)
-	if fi.IsDir() {
+	switch {
+	case fi.IsDir():
 		fail(pathErr("read", req.Path, fmt.Errorf("is a directory: %w", fs.ErrInvalid)))
+		return
+	case !fi.Mode.IsRegular():
+		fail(pathErr("read", req.Path, fmt.Errorf("not a regular file but %s: %w", kindOf(fi.Mode), fs.ErrInvalid)))
 		return
 	}
 	if err := writeFrame(st, reply{ID: req.ID, Info: &fi}); err != nil {

@@ -40,6 +40,8 @@ import (
 	"io"
 	"io/fs"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxFrame bounds one JSON header; larger frames are refused unread.
@@ -218,7 +220,11 @@ type wireError struct {
 	Msg  string `json:"msg"`
 }
 
-// toWire classifies a guest-side error for the host.
+// toWire classifies a guest-side error for the host. Every error a caller
+// can cause by naming the wrong path (a file where a directory is wanted
+// and the other way round, a name too long, a symlink loop, a path that is
+// not a regular file) gets a kind: "other" is left for what the caller
+// could not have caused, which the host reports as a failure of sbx.
 func toWire(err error) *wireError {
 	if err == nil {
 		return nil
@@ -233,10 +239,25 @@ func toWire(err error) *wireError {
 		code = codeExist
 	case errors.Is(err, fs.ErrPermission):
 		code = codePermission
-	case errors.Is(err, fs.ErrInvalid):
+	case errors.Is(err, fs.ErrInvalid), isPathErrno(err):
 		code = codeInvalid
 	}
 	return &wireError{Code: code, Msg: err.Error()}
+}
+
+// isPathErrno reports the errnos that mean the path names the wrong kind of
+// thing (syscall.Errno.Is maps only ENOENT, EEXIST, ENOTEMPTY, EACCES and
+// EPERM to fs errors).
+func isPathErrno(err error) bool {
+	var errno unix.Errno
+	if !errors.As(err, &errno) {
+		return false
+	}
+	switch errno {
+	case unix.ENOTDIR, unix.EISDIR, unix.ENAMETOOLONG, unix.ELOOP, unix.EINVAL, unix.ENXIO, unix.ENODEV, unix.ETXTBSY:
+		return true
+	}
+	return false
 }
 
 func (w *wireError) err(op, path string) error {
