@@ -40,6 +40,9 @@ func mcpAAD(owner, name string) []byte { return []byte("mcp-server:" + owner + "
 // headers (the server's secrets) are sealed at rest, added by the gateway on
 // the way out, and never enter a box.
 func (f *Fleet) AddMCPServer(ctx context.Context, caller keys.Actor, name, rawURL string, headers map[string]string) (MCPServer, error) {
+	if err := need(caller, keys.RightWrite, "add MCP server"); err != nil {
+		return MCPServer{}, err
+	}
 	e := f.entry(caller, "mcp.server.add", name)
 	s, err := f.addMCPServer(ctx, caller, name, rawURL, headers, &e)
 	if err != nil {
@@ -138,6 +141,9 @@ func sortedKeys(m map[string]string) []string {
 
 // MCPServers lists the caller's MCP servers (header names only).
 func (f *Fleet) MCPServers(ctx context.Context, caller keys.Actor) ([]MCPServer, error) {
+	if err := need(caller, keys.RightRead, "list MCP servers"); err != nil {
+		return nil, err
+	}
 	docs, err := f.mcpServers(ctx, caller.User)
 	if err != nil {
 		return nil, f.safeErr(err)
@@ -151,6 +157,9 @@ func (f *Fleet) MCPServers(ctx context.Context, caller keys.Actor) ([]MCPServer,
 
 // RemoveMCPServer deletes one of the caller's MCP servers.
 func (f *Fleet) RemoveMCPServer(ctx context.Context, caller keys.Actor, name string) error {
+	if err := need(caller, keys.RightWrite, "remove MCP server"); err != nil {
+		return err
+	}
 	if f.mcp == nil {
 		return f.safeErr(fmt.Errorf("this gateway keeps no MCP servers: %w", ErrUnavailable))
 	}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"sbx.dev/sbx/redact"
@@ -23,6 +24,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrForbidden: the caller's role may not do it (pool for operators).
 	ErrForbidden = errors.New("forbidden")
+	// ErrScope: the API key the call came through lacks the scope for it
+	// (it is an ErrForbidden too; its message names the scope to ask for).
+	ErrScope = fmt.Errorf("api key scope: %w", ErrForbidden)
 	// ErrUnavailable: a dependency failed (git host unreachable, box did not
 	// boot). Retrying later may work.
 	ErrUnavailable = errors.New("unavailable")

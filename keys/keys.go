@@ -84,6 +84,10 @@ type Actor struct {
 	Role  Role
 	Front string // "ssh", "http", "mcp", "cli"
 	Addr  string
+	// Key is the API key the request authenticated with; nil for SSH, a
+	// browser session or the CLI. Key management through a key is bound by
+	// the key's own scopes and expiry.
+	Key *APIKey
 }
 
 // Entry starts the audit entry of an action the actor takes at time at; its

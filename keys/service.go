@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/internal/charset"
 )
 
 // FrontCLI is the front of a local operator running sbx on the gateway host
@@ -250,10 +250,6 @@ func (s *Service) UserByPublicKey(ctx context.Context, pk ssh.PublicKey) (User, 
 	return u, nil
 }
 
-var scopeRest = charset.New("a-z0-9:._*-")
-
-const maxScopes = 32
-
 // validAPIKeyName: 1 to 64 printable characters, no control characters.
 func validAPIKeyName(name string) error {
 	if name == "" || len(name) > 64 {
@@ -280,20 +276,33 @@ func (s *Service) CreateAPIKey(ctx context.Context, actor Actor, user, name stri
 	if err := validAPIKeyName(name); err != nil {
 		return "", APIKey{}, err
 	}
-	if len(scopes) > maxScopes {
-		return "", APIKey{}, fmt.Errorf("%d scopes, at most %d: %w", len(scopes), maxScopes, ErrInvalid)
-	}
-	for _, sc := range scopes {
-		if !charset.Is(sc, 1, 64, nameFirst, scopeRest) {
-			return "", APIKey{}, fmt.Errorf("scope %q: want a-z 0-9 : . _ * - starting with a letter: %w", short(sc), ErrInvalid)
-		}
+	parsed, err := ParseScopes(scopes)
+	if err != nil {
+		return "", APIKey{}, err
 	}
 	now := s.now().UTC()
-	token, id := newToken()
-	k = APIKey{ID: id, User: user, Name: name, Scopes: append([]string(nil), scopes...), Created: now}
+	var expires time.Time
 	if ttl > 0 {
-		k.Expires = now.Add(ttl)
+		expires = now.Add(ttl)
 	}
+	if p := actor.Key; p != nil {
+		if len(scopes) == 0 {
+			// Unasked, a key-made key gets the default rights its maker has.
+			parsed = slices.DeleteFunc(parsed, func(sc Scope) bool { return !p.Rights().Covers(sc.right()) })
+		}
+		if ttl <= 0 {
+			expires = p.Expires // unasked, it lives as long as its maker
+		}
+		if err := checkKeyMadeByKey(*p, scopeRights(parsed), expires); err != nil {
+			return "", APIKey{}, err
+		}
+	}
+	token, id := newToken()
+	k = APIKey{ID: id, User: user, Name: name, Created: now, Expires: expires}
+	for _, sc := range parsed {
+		k.Scopes = append(k.Scopes, string(sc))
+	}
+	e.Detail += " scopes=" + strings.Join(k.Scopes, ",")
 	e.Detail = "id=" + id + " " + e.Detail
 	if err := s.store.CreateAPIKey(ctx, k, hashToken(token), e); err != nil {
 		return "", APIKey{}, err
@@ -341,8 +350,16 @@ func (s *Service) UserByAPIKey(ctx context.Context, token string) (User, APIKey,
 	return u, k, nil
 }
 
-// APIKeys lists user's API keys, revoked and expired ones included.
-func (s *Service) APIKeys(ctx context.Context, user string) ([]APIKey, error) {
+// APIKeys lists user's API keys, revoked and expired ones included. Users
+// list their own keys, admins anyone's; through an API key, only one with
+// the tokens scope.
+func (s *Service) APIKeys(ctx context.Context, actor Actor, user string) ([]APIKey, error) {
+	if err := s.authorize(ctx, actor, user, true); err != nil {
+		return nil, err
+	}
+	if p := actor.Key; p != nil && !p.Rights().Has(RightTokens) {
+		return nil, checkKeyMadeByKey(*p, 0, time.Time{})
+	}
 	return s.store.ListAPIKeys(ctx, user)
 }
 
@@ -354,6 +371,20 @@ func (s *Service) RevokeAPIKey(ctx context.Context, actor Actor, user, id string
 	defer func() { s.finish(ctx, e, err) }()
 	if err := s.authorize(ctx, actor, user, true); err != nil {
 		return err
+	}
+	if p := actor.Key; p != nil {
+		// Through a key, only a key it could have made: never a stronger
+		// or longer-lived one (a leaked read key revoking the owner's keys).
+		k, _, owner, err := s.store.APIKeyByID(ctx, id)
+		if errors.Is(err, ErrNotFound) || (err == nil && owner.Name != user) {
+			return fmt.Errorf("api key %q of user %q: %w", short(id), user, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkKeyMadeByKey(*p, k.Rights(), k.Expires); err != nil {
+			return err
+		}
 	}
 	return s.store.RevokeAPIKey(ctx, user, id, s.now().UTC(), e)
 }

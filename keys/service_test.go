@@ -179,7 +179,7 @@ func TestAuthorization(t *testing.T) {
 		{"operator adds own key", func() error { _, err := e.svc.AddKeys(ctx, actor("bob"), "bob", mustLine(t)); return err }, nil},
 		{"operator removes own key", func() error { return e.svc.RemoveKey(ctx, actor("bob"), "bob", bob[0].Fingerprint) }, nil},
 		{"operator creates own api key", func() error {
-			_, _, err := e.svc.CreateAPIKey(ctx, actor("bob"), "bob", "laptop", []string{"mcp"}, 0)
+			_, _, err := e.svc.CreateAPIKey(ctx, actor("bob"), "bob", "laptop", []string{"read"}, 0)
 			return err
 		}, nil},
 		{"admin manages another's keys", func() error { return e.svc.RemoveKey(ctx, actor("alice"), "bob", bob[1].Fingerprint) }, nil},
@@ -298,7 +298,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	e := newEnv(t)
 	mustAdd(t, e, "alice", keys.RoleAdmin, 1)
 	mustAdd(t, e, "bob", keys.RoleOperator, 1)
-	token, k, err := e.svc.CreateAPIKey(ctx, actor("bob"), "bob", "claude desktop", []string{"mcp", "boxes:read"}, time.Hour)
+	token, k, err := e.svc.CreateAPIKey(ctx, actor("bob"), "bob", "claude desktop", []string{"tokens", "read"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,17 +311,17 @@ func TestAPIKeyLifecycle(t *testing.T) {
 
 	// Use.
 	u, got, err := e.svc.UserByAPIKey(ctx, token)
-	if err != nil || u.Name != "bob" || got.ID != k.ID || strings.Join(got.Scopes, " ") != "mcp boxes:read" {
+	if err != nil || u.Name != "bob" || got.ID != k.ID || strings.Join(got.Scopes, " ") != "read tokens" {
 		t.Fatalf("UserByAPIKey: %+v %+v %v", u, got, err)
 	}
-	list, _ := e.svc.APIKeys(ctx, "bob")
+	list, _ := e.svc.APIKeys(ctx, actor("bob"), "bob")
 	if len(list) != 1 || !list[0].LastUsed.Equal(e.clock.now()) {
 		t.Fatalf("last_used not recorded: %+v", list)
 	}
 	// A use within the minute is not written again.
 	e.clock.add(30 * time.Second)
 	e.svc.UserByAPIKey(ctx, token)
-	list, _ = e.svc.APIKeys(ctx, "bob")
+	list, _ = e.svc.APIKeys(ctx, actor("bob"), "bob")
 	if !list[0].LastUsed.Equal(e.clock.now().Add(-30 * time.Second)) {
 		t.Errorf("last_used rewritten within a minute: %v", list[0].LastUsed)
 	}
@@ -380,7 +380,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	if _, _, err := e.svc.UserByAPIKey(ctx, token2); !errors.Is(err, keys.ErrBadToken) || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("revoked: %v", err)
 	}
-	list, _ = e.svc.APIKeys(ctx, "bob")
+	list, _ = e.svc.APIKeys(ctx, actor("bob"), "bob")
 	if len(list) != 2 || list[1].Revoked.IsZero() || list[0].Expires.IsZero() {
 		t.Errorf("list after revoke: %+v", list)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"math"
 	"net/http"
 	"strconv"
@@ -65,6 +66,8 @@ func explain(err error) *toolError {
 	msg := err.Error()
 	result := audit.ResultError
 	switch {
+	case errors.Is(err, fleet.ErrNotFound) && errors.Is(err, fs.ErrNotExist):
+		msg += ". No such file or directory in the box: call list_artifacts to see what is there."
 	case errors.Is(err, fleet.ErrNotFound):
 		msg += ". No box of yours has that name: call list to see your boxes."
 	case errors.Is(err, fleet.ErrInvalid):
@@ -74,6 +77,8 @@ func explain(err error) *toolError {
 		result = audit.ResultDenied
 	case errors.Is(err, fleet.ErrConflict):
 		msg += ". The box is not in a state that allows this: call status to see its state."
+	case errors.Is(err, fleet.ErrScope):
+		result = audit.ResultDenied
 	case errors.Is(err, fleet.ErrForbidden):
 		msg += ". Your role may not do this; ask an admin."
 		result = audit.ResultDenied

@@ -14,9 +14,9 @@
 // core answers another user's box as not found), and the SDK refuses a
 // stateful session to anyone but the user who opened it.
 //
-// Scopes: a key without scopes may do everything; "write" may call every
-// tool; "read" only the tools that change nothing. Every tool call is one
-// audit row (mcp.<tool>, the box, the result).
+// Scopes are the core's (keys.Rights, checked by fleet for every call): a
+// "read" key may call the tools that change nothing, a "write" key every
+// tool. Every tool call is one audit row (mcp.<tool>, the box, the result).
 package mcp
 
 import (
@@ -158,9 +158,8 @@ type tokenInfoKey struct{}
 
 // caller is the authenticated user of one request.
 type caller struct {
-	actor  keys.Actor
-	key    keys.APIKey
-	scopes scopes
+	actor keys.Actor
+	key   keys.APIKey
 }
 
 const callerExtra = "sbx.caller"
@@ -278,9 +277,8 @@ func (h *handler) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		c := caller{
-			actor:  keys.Actor{User: user.Name, Role: user.Role, Front: Front, Addr: client},
-			key:    key,
-			scopes: scopesOf(key.Scopes),
+			actor: keys.Actor{User: user.Name, Role: user.Role, Front: Front, Addr: client, Key: &key},
+			key:   key,
 		}
 		ti := &auth.TokenInfo{UserID: user.Name, Scopes: key.Scopes, Extra: map[string]any{callerExtra: c}}
 		ctx = context.WithValue(ctx, tokenInfoKey{}, ti)

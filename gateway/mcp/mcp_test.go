@@ -367,44 +367,6 @@ func TestDisabledUserRefused(t *testing.T) {
 	}
 }
 
-func TestScopes(t *testing.T) {
-	f := newFront(t, Options{}) // no fleet: a call that passes the scope check says so
-	read, _ := f.token(t, "bob", "read")
-	write, _ := f.token(t, "bob", "write")
-	other, _ := f.token(t, "bob", "metrics")
-	for _, v := range []string{stateful, stateless} {
-		t.Run(v, func(t *testing.T) {
-			r := mustConnect(t, f.url, read, v)
-			w := mustConnect(t, f.url, write, v)
-			o := mustConnect(t, f.url, other, v)
-			for _, name := range allTools {
-				args := minimalArgs[name]
-				if slices.Contains(writeTools, name) {
-					wantToolError(t, call(t, r, name, args), `"write" scope`, "token create --scope write")
-				} else {
-					wantToolError(t, call(t, r, name, args), "without a fleet")
-				}
-				wantToolError(t, call(t, w, name, args), "without a fleet")
-				wantToolError(t, call(t, o, name, args), "scope", "metrics")
-			}
-		})
-	}
-	rows, err := f.audit.List(context.Background(), audit.Filter{User: "bob", Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	denied := 0
-	for _, r := range rows {
-		if r.Action == "mcp.teardown" && r.Result == audit.ResultDenied && r.Target == "b1" && r.Front == Front {
-			denied++
-		}
-	}
-	// teardown refused to the read key and the metrics key, in both modes.
-	if denied != 4 {
-		t.Fatalf("denied mcp.teardown rows = %d, want 4", denied)
-	}
-}
-
 func TestRegressionSessionBoundToItsUser(t *testing.T) {
 	f := newFront(t, Options{})
 	bob, _ := f.token(t, "bob")
@@ -472,28 +434,6 @@ func decodeAll(q string) (string, error) {
 		b.WriteString(k + "=" + strings.Join(vs, ",") + "&")
 	}
 	return b.String(), nil
-}
-
-func TestScopesOf(t *testing.T) {
-	for _, tc := range []struct {
-		in          []string
-		read, write bool
-	}{
-		{nil, true, true},
-		{[]string{"read"}, true, false},
-		{[]string{"write"}, true, true},
-		{[]string{"read", "write"}, true, true},
-		{[]string{"metrics"}, false, false},
-		{[]string{"Write"}, false, false},
-	} {
-		s := scopesOf(tc.in)
-		if s.read != tc.read || s.write != tc.write {
-			t.Errorf("scopesOf(%v) = read %v write %v, want %v %v", tc.in, s.read, s.write, tc.read, tc.write)
-		}
-		if (s.allow("status", false) == nil) != tc.read || (s.allow("teardown", true) == nil) != tc.write {
-			t.Errorf("allow disagrees with scopesOf(%v)", tc.in)
-		}
-	}
 }
 
 func TestPerUserRateLimit(t *testing.T) {

@@ -62,9 +62,6 @@ func add[In, Out any](h *handler, t tool, fn func(ctx context.Context, c caller,
 			}
 			e := c.actor.Entry(h.opts.Now(), "mcp."+t.name, box)
 			res, out, err := func() (*sdk.CallToolResult, Out, error) {
-				if err := c.scopes.allow(t.name, t.write); err != nil {
-					return nil, zero, err
-				}
 				if h.fleet == nil {
 					return nil, zero, &toolError{msg: "boxes are unavailable: this gateway runs without a fleet. Tell the operator.", result: audit.ResultError}
 				}

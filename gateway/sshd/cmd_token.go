@@ -44,7 +44,7 @@ func (c *call) tokenCmd() *cobra.Command {
 	}
 	create.Flags().StringVar(&name, "name", "", "a label for the key (default ssh-<time>)")
 	create.Flags().DurationVar(&expires, "expires", 720*time.Hour, "lifetime; 0 means it never expires")
-	create.Flags().StringSliceVar(&scopes, "scope", nil, "restrict the key to these scopes")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "the key's scopes: read, write (read and change boxes), tokens (manage API keys); default read,write")
 	create.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
 	var lsJSON bool
@@ -53,7 +53,7 @@ func (c *call) tokenCmd() *cobra.Command {
 		Short: "List your API keys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			list, err := c.srv.Identity.APIKeys(cmd.Context(), c.user.Name)
+			list, err := c.srv.Identity.APIKeys(cmd.Context(), c.actor, c.user.Name)
 			if err != nil {
 				return err
 			}

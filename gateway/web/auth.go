@@ -31,7 +31,13 @@ func (c caller) actor() keys.Actor {
 	if front == "" {
 		front = "http"
 	}
-	return keys.Actor{User: c.User.Name, Role: c.User.Role, Front: front, Addr: c.Addr}
+	a := keys.Actor{User: c.User.Name, Role: c.User.Role, Front: front, Addr: c.Addr}
+	if c.Key.ID != "" {
+		// Through an API key, the key's scopes and expiry bound the call.
+		k := c.Key
+		a.Key = &k
+	}
+	return a
 }
 
 // bearer extracts the API key from the Authorization header. Tokens are
@@ -150,7 +156,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	c, _ := callerFrom(r.Context())
-	list, err := s.Identity.APIKeys(r.Context(), c.User.Name)
+	list, err := s.Identity.APIKeys(r.Context(), c.actor(), c.User.Name)
 	if err != nil {
 		s.fail(w, r, err)
 		return

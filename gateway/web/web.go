@@ -46,7 +46,7 @@ import (
 type Identity interface {
 	UserByAPIKey(ctx context.Context, token string) (keys.User, keys.APIKey, error)
 	CreateAPIKey(ctx context.Context, actor keys.Actor, user, name string, scopes []string, ttl time.Duration) (string, keys.APIKey, error)
-	APIKeys(ctx context.Context, user string) ([]keys.APIKey, error)
+	APIKeys(ctx context.Context, actor keys.Actor, user string) ([]keys.APIKey, error)
 	RevokeAPIKey(ctx context.Context, actor keys.Actor, user, id string) error
 
 	// Browser logins (keys/login.go, keys/session.go).

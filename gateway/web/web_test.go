@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -41,7 +43,7 @@ func newFront(t testing.TB, o Options) (url, adminToken, opToken string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opToken, _, err = svc.CreateAPIKey(ctx, keys.Actor{User: "bob", Role: keys.RoleOperator, Front: "test"}, "bob", "t", nil, time.Hour)
+	opToken, _, err = svc.CreateAPIKey(ctx, keys.Actor{User: "bob", Role: keys.RoleOperator, Front: "test"}, "bob", "t", []string{"write", "tokens"}, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,5 +252,99 @@ func BenchmarkHealthz(b *testing.B) {
 		if resp, _ := do(b, "GET", url+"/healthz", "", ""); resp.StatusCode != 200 {
 			b.Fatal(resp.Status)
 		}
+	}
+}
+
+// TestRegressionAPIKeyMintsStrongerKey: over HTTP, a key made with --scope
+// read --expires 1h minted a key with no scope limit and no expiry (201) and
+// revoked the user's other keys (204). Now token management through a key
+// needs its tokens scope, a key-made key stays within its maker's scopes and
+// life, and an unknown scope is refused.
+func TestRegressionAPIKeyMintsStrongerKey(t *testing.T) {
+	url, _, op := newFront(t, Options{})
+	create := func(token, body string) (int, string) {
+		t.Helper()
+		resp, out := do(t, "POST", url+"/api/v1/tokens", token, body)
+		return resp.StatusCode, out
+	}
+	st, body := create(op, `{"name":"ro","scopes":["read"],"expires":"1h"}`)
+	if st != 201 {
+		t.Fatalf("create read key: %d %s", st, body)
+	}
+	var ro struct {
+		Token  string     `json:"token"`
+		APIKey apiKeyJSON `json:"api_key"`
+	}
+	if err := json.Unmarshal([]byte(body), &ro); err != nil {
+		t.Fatal(err)
+	}
+	// list names each key with whether it is revoked (last_used moves).
+	list := func() string {
+		_, out := do(t, "GET", url+"/api/v1/tokens", op, "")
+		var ks []apiKeyJSON
+		if err := json.Unmarshal([]byte(out), &ks); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		var b strings.Builder
+		for _, k := range ks {
+			fmt.Fprintf(&b, "%s %v %v\n", k.ID, k.Scopes, k.Revoked != nil)
+		}
+		return b.String()
+	}
+	before := list()
+	for _, tc := range []struct{ name, method, path, body string }{
+		{"mint unrestricted", "POST", "/api/v1/tokens", `{"name":"x"}`},
+		{"mint read", "POST", "/api/v1/tokens", `{"name":"x","scopes":["read"],"expires":"1m"}`},
+		{"list", "GET", "/api/v1/tokens", ""},
+		{"revoke the owner's key", "DELETE", "/api/v1/tokens/" + strings.Split(op, "_")[1], ""},
+	} {
+		resp, out := do(t, tc.method, url+tc.path, ro.Token, tc.body)
+		if resp.StatusCode != 403 || !strings.Contains(out, `\"tokens\" scope`) {
+			t.Errorf("%s with a read key: %d %s; want 403 naming the tokens scope", tc.name, resp.StatusCode, out)
+		}
+	}
+	if after := list(); after != before {
+		t.Errorf("refused calls changed the keys:\n%s\n%s", before, after)
+	}
+
+	// A tokens key: within its scopes and life only.
+	st, body = create(op, `{"name":"mgr","scopes":["read","tokens"],"expires":"1h"}`)
+	if st != 201 {
+		t.Fatalf("create tokens key: %d %s", st, body)
+	}
+	var mgr struct {
+		Token  string     `json:"token"`
+		APIKey apiKeyJSON `json:"api_key"`
+	}
+	json.Unmarshal([]byte(body), &mgr)
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`{"scopes":["write"]}`, 403},
+		{`{"scopes":["read"],"expires":"2h"}`, 403},
+		{`{"scopes":["bad"]}`, 400},
+		{`{"scopes":["read"],"expires":"30m"}`, 201},
+	} {
+		if st, out := create(mgr.Token, tc.body); st != tc.want {
+			t.Errorf("%s with a read,tokens key: %d %s; want %d", tc.body, st, out, tc.want)
+		}
+	}
+	st, body = create(mgr.Token, `{"name":"child"}`)
+	var child struct {
+		APIKey apiKeyJSON `json:"api_key"`
+	}
+	json.Unmarshal([]byte(body), &child)
+	if st != 201 || strings.Join(child.APIKey.Scopes, ",") != "read" || child.APIKey.Expires == nil || !child.APIKey.Expires.Equal(*mgr.APIKey.Expires) {
+		t.Errorf("unasked, a key-made key has its maker's rights and life: %d %s", st, body)
+	}
+	if resp, out := do(t, "DELETE", url+"/api/v1/tokens/"+strings.Split(op, "_")[1], mgr.Token, ""); resp.StatusCode != 403 {
+		t.Errorf("a read,tokens key revoked a write key: %d %s", resp.StatusCode, out)
+	}
+	if resp, out := do(t, "DELETE", url+"/api/v1/tokens/"+ro.APIKey.ID, mgr.Token, ""); resp.StatusCode != 204 {
+		t.Errorf("a read,tokens key revokes a read key within its life: %d %s", resp.StatusCode, out)
+	}
+	if st, out := create(op, `{"scopes":["bad"]}`); st != 400 || !strings.Contains(out, `scope \"bad\"`) {
+		t.Errorf("unknown scope: %d %s; want 400 naming it", st, out)
 	}
 }
