@@ -103,6 +103,10 @@ func (c *call) whoamiCmd() *cobra.Command {
 // group makes cmd a command group: alone it prints its help; with an
 // unknown subcommand it fails like the root does.
 func group(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[annotationGroup] = "true"
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {

@@ -43,6 +43,9 @@ type call struct {
 // usagePrefix is how a user reaches this server: "ssh -p PORT HOST".
 func (c *call) usagePrefix() string {
 	host, port := "localhost", "22"
+	if c.sess == nil {
+		return "ssh " + host // Commands builds the tree without a session
+	}
 	if tcp, ok := c.sess.LocalAddr().(*net.TCPAddr); ok {
 		port = strconv.Itoa(tcp.Port)
 		if !tcp.IP.IsLoopback() && !tcp.IP.IsUnspecified() {

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,6 +114,8 @@ type Server struct {
 	cop   *http.CrossOriginProtection // guards every cookie-authenticated POST
 	csp   cspLog
 
+	patterns []string // every route, in the order handle registered them
+
 	closing   chan struct{} // closed by CloseStreams
 	closeOnce sync.Once
 }
@@ -152,27 +155,37 @@ func newServer(o Options, core boxes) *Server {
 	return s
 }
 
+// handle registers a route; Routes lists them (the access matrix test
+// refuses a route it has no entry for).
+func (s *Server) handle(pattern string, h http.Handler) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, h)
+}
+
+// Routes returns the pattern of every registered route.
+func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
 	if s.MetricsAuth {
-		s.mux.Handle("GET /metrics", s.authed(s.adminOnly(s.metrics.Handler())))
+		s.handle("GET /metrics", s.authed(s.adminOnly(s.metrics.Handler())))
 	} else {
 		// Metrics hold counts, never box data or names, so they are public
 		// unless the operator says otherwise.
-		s.mux.Handle("GET /metrics", s.metrics.Handler())
+		s.handle("GET /metrics", s.metrics.Handler())
 	}
-	s.mux.Handle("GET /api/v1/whoami", s.authed(http.HandlerFunc(s.whoami)))
-	s.mux.Handle("GET /api/v1/tokens", s.authed(http.HandlerFunc(s.listTokens)))
-	s.mux.Handle("POST /api/v1/tokens", s.authed(http.HandlerFunc(s.createToken)))
-	s.mux.Handle("DELETE /api/v1/tokens/{id}", s.authed(http.HandlerFunc(s.revokeToken)))
+	s.handle("GET /api/v1/whoami", s.authed(http.HandlerFunc(s.whoami)))
+	s.handle("GET /api/v1/tokens", s.authed(http.HandlerFunc(s.listTokens)))
+	s.handle("POST /api/v1/tokens", s.authed(http.HandlerFunc(s.createToken)))
+	s.handle("DELETE /api/v1/tokens/{id}", s.authed(http.HandlerFunc(s.revokeToken)))
 	s.consoleRoutes()
 	if s.TestHooks {
-		s.mux.HandleFunc("GET /api/v1/test/panic", func(http.ResponseWriter, *http.Request) {
+		s.handle("GET /api/v1/test/panic", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			panic("test hook: deliberate panic")
-		})
+		}))
 	}
 }
 
@@ -311,48 +324,48 @@ func (s *Server) now() time.Time { return s.Now() }
 // consoleRoutes are the browser's: pages (GET), forms (POST, redirect),
 // event streams, static files, the CSP report endpoint and /mcp.
 func (s *Server) consoleRoutes() {
-	s.mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
-	s.mux.HandleFunc("POST /csp-report", s.cspReport)
+	s.handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
+	s.handle("POST /csp-report", http.HandlerFunc(s.cspReport))
 	if s.MCP != nil {
 		mcp := s.MCP
 		limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, s.BodyLimit)
 			mcp.ServeHTTP(w, r)
 		})
-		s.mux.Handle("/mcp", limited)
-		s.mux.Handle("/mcp/", limited)
+		s.handle("/mcp", limited)
+		s.handle("/mcp/", limited)
 	}
 
-	s.mux.Handle("GET /login", s.open(s.loginPage))
-	s.mux.Handle("GET /login/{token}", s.open(s.loginLink))
-	s.mux.Handle("POST /login/{token}", s.open(s.login))
-	s.mux.Handle("POST /logout", s.page(s.logout))
+	s.handle("GET /login", s.open(s.loginPage))
+	s.handle("GET /login/{token}", s.open(s.loginLink))
+	s.handle("POST /login/{token}", s.open(s.login))
+	s.handle("POST /logout", s.page(s.logout))
 
-	s.mux.Handle("GET /{$}", s.page(s.fleetPage))
-	s.mux.Handle("GET /events", s.page(s.fleetEvents))
-	s.mux.Handle("GET /delegate", s.page(s.delegateForm))
-	s.mux.Handle("POST /delegate", s.page(s.delegate))
-	s.mux.Handle("GET /boxes/{box}", s.page(s.boxPage))
-	s.mux.Handle("GET /boxes/{box}/stream", s.page(s.boxStream))
-	s.mux.Handle("GET /boxes/{box}/log.txt", s.page(s.logText))
-	s.mux.Handle("GET /boxes/{box}/diff", s.page(s.diff))
-	s.mux.Handle("GET /boxes/{box}/files", s.page(s.files))
-	s.mux.Handle("GET /boxes/{box}/artifact", s.page(s.artifact))
-	s.mux.Handle("POST /boxes/{box}/answer", s.page(s.answer))
-	s.mux.Handle("POST /boxes/{box}/inbox/{id}/delete", s.page(s.removeInbox))
+	s.handle("GET /{$}", s.page(s.fleetPage))
+	s.handle("GET /events", s.page(s.fleetEvents))
+	s.handle("GET /delegate", s.page(s.delegateForm))
+	s.handle("POST /delegate", s.page(s.delegate))
+	s.handle("GET /boxes/{box}", s.page(s.boxPage))
+	s.handle("GET /boxes/{box}/stream", s.page(s.boxStream))
+	s.handle("GET /boxes/{box}/log.txt", s.page(s.logText))
+	s.handle("GET /boxes/{box}/diff", s.page(s.diff))
+	s.handle("GET /boxes/{box}/files", s.page(s.files))
+	s.handle("GET /boxes/{box}/artifact", s.page(s.artifact))
+	s.handle("POST /boxes/{box}/answer", s.page(s.answer))
+	s.handle("POST /boxes/{box}/inbox/{id}/delete", s.page(s.removeInbox))
 	for _, a := range []string{"sleep", "wake", "keep", "unkeep", "destroy"} {
-		s.mux.Handle("POST /boxes/{box}/"+a, s.page(s.boxAction(a)))
+		s.handle("POST /boxes/{box}/"+a, s.page(s.boxAction(a)))
 	}
-	s.mux.Handle("GET /settings", s.page(s.settings))
-	s.mux.Handle("POST /settings/accounts", s.page(s.addAccount))
-	s.mux.Handle("POST /settings/accounts/{name}/default", s.page(s.accountAction("default")))
-	s.mux.Handle("POST /settings/accounts/{name}/delete", s.page(s.accountAction("delete")))
-	s.mux.Handle("POST /settings/mcp", s.page(s.addMCPServer))
-	s.mux.Handle("POST /settings/mcp/{name}/delete", s.page(s.removeMCPServer))
-	s.mux.Handle("POST /settings/keys", s.page(s.createKey))
-	s.mux.Handle("POST /settings/keys/{id}/revoke", s.page(s.revokeKey))
-	s.mux.Handle("POST /settings/sessions/{id}/revoke", s.page(s.revokeSession))
-	s.mux.Handle("GET /audit", s.page(s.auditPage))
+	s.handle("GET /settings", s.page(s.settings))
+	s.handle("POST /settings/accounts", s.page(s.addAccount))
+	s.handle("POST /settings/accounts/{name}/default", s.page(s.accountAction("default")))
+	s.handle("POST /settings/accounts/{name}/delete", s.page(s.accountAction("delete")))
+	s.handle("POST /settings/mcp", s.page(s.addMCPServer))
+	s.handle("POST /settings/mcp/{name}/delete", s.page(s.removeMCPServer))
+	s.handle("POST /settings/keys", s.page(s.createKey))
+	s.handle("POST /settings/keys/{id}/revoke", s.page(s.revokeKey))
+	s.handle("POST /settings/sessions/{id}/revoke", s.page(s.revokeSession))
+	s.handle("GET /audit", s.page(s.auditPage))
 }
 
 // staticHandler serves the embedded htmx and css; they change only with
