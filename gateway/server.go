@@ -171,6 +171,9 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		HandshakeTimeout:   cfg.SSH.HandshakeTimeout.D(),
 		IdleTimeout:        cfg.SSH.IdleTimeout.D(),
 		MaxSessionsPerUser: cfg.SSH.MaxSessionsPerUser,
+		KeyExchanges:       cfg.SSH.KeyExchanges,
+		Ciphers:            cfg.SSH.Ciphers,
+		MACs:               cfg.SSH.MACs,
 		TestHooks:          opts.TestHooks,
 	})
 	if err != nil {

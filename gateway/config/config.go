@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"sbx.dev/sbx/internal/sshalgo"
 )
 
 // FileName is the YAML file read from the data dir.
@@ -55,6 +57,13 @@ type SSH struct {
 	HandshakeTimeout   Duration `yaml:"handshake_timeout"`
 	IdleTimeout        Duration `yaml:"idle_timeout"`
 	MaxSessionsPerUser int      `yaml:"max_sessions_per_user"`
+	// KeyExchanges, Ciphers and MACs are the transport algorithms offered,
+	// in preference order: sshalgo's modern set unless an operator with
+	// old clients lists others (any name golang.org/x/crypto/ssh
+	// implements).
+	KeyExchanges []string `yaml:"kex"`
+	Ciphers      []string `yaml:"ciphers"`
+	MACs         []string `yaml:"macs"`
 }
 
 // HTTP configures the HTTP front.
@@ -186,6 +195,9 @@ func Default() Config {
 			HandshakeTimeout:   Duration(10 * time.Second),
 			IdleTimeout:        Duration(15 * time.Minute),
 			MaxSessionsPerUser: 16,
+			KeyExchanges:       sshalgo.Default(sshalgo.KeyExchange),
+			Ciphers:            sshalgo.Default(sshalgo.Cipher),
+			MACs:               sshalgo.Default(sshalgo.MAC),
 		},
 		HTTP: HTTP{
 			Listen:        "127.0.0.1:8080",

@@ -3,7 +3,9 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +83,12 @@ func TestErrorsNameKeyAndValue(t *testing.T) {
 		{name: "unknown kubernetes key", yaml: "vm:\n  kubernetes:\n    namspace: x\n", want: []string{"namspace"}},
 		{name: "bad dsn scheme", flags: map[string]string{"store.dsn": "mysql://u@h/db"}, want: []string{"store.dsn", "mysql://u@h/db"}},
 		{name: "bad dsn no host", env: []string{"SBX_STORE_DSN=postgres:///sbx"}, want: []string{"store.dsn", "postgres:///sbx"}},
+		{name: "unknown kex", flags: map[string]string{"ssh.kex": "curve25519-sha256,sntrup761x25519-sha512@openssh.com"}, want: []string{"ssh.kex", `"sntrup761x25519-sha512@openssh.com"`}},
+		{name: "unknown cipher", env: []string{"SBX_SSH_CIPHERS=aes256-gcm@openssh.com, aes256-cbc"}, want: []string{"ssh.ciphers", `"aes256-cbc"`}},
+		{name: "unknown mac", yaml: "ssh:\n  macs: [hmac-sha2-256-etm@openssh.com, hmac-md5]\n", want: []string{"ssh.macs", `"hmac-md5"`}},
+		{name: "empty kex", yaml: "ssh:\n  kex: []\n", want: []string{"ssh.kex", "no key exchange listed"}},
+		{name: "empty macs flag", flags: map[string]string{"ssh.macs": " , "}, want: []string{"ssh.macs", "no MAC listed"}},
+		{name: "kex listed twice", flags: map[string]string{"ssh.kex": "curve25519-sha256,curve25519-sha256"}, want: []string{"ssh.kex", `"curve25519-sha256": listed twice`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -116,6 +124,50 @@ func TestTrustedProxies(t *testing.T) {
 	}
 }
 
+// TestSSHAlgorithms: the SSH transport lists default to the modern set,
+// `sbx config` prints them, and an operator with old clients can list
+// others in any source.
+func TestSSHAlgorithms(t *testing.T) {
+	def, err := Load(Sources{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := def.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"kex:\n    - mlkem768x25519-sha256\n", "ciphers:\n    - chacha20-poly1305@openssh.com\n", "macs:\n    - hmac-sha2-256-etm@openssh.com\n"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("printed config lacks %q:\n%s", w, out)
+		}
+	}
+
+	// A YAML list replaces the default (not appended to it); env and flags
+	// take comma-separated lists.
+	dir := writeYAML(t, "ssh:\n  kex: [curve25519-sha256, diffie-hellman-group14-sha1]\n")
+	set, err := Load(Sources{DataDir: dir,
+		Environ: []string{"SBX_SSH_CIPHERS=aes128-ctr, aes256-gcm@openssh.com"},
+		Flags:   map[string]string{"ssh.macs": "hmac-sha2-256-etm@openssh.com,hmac-sha1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key       string
+		got, want []string
+	}{
+		{"ssh.kex (default)", def.SSH.KeyExchanges, []string{"mlkem768x25519-sha256", "curve25519-sha256", "curve25519-sha256@libssh.org"}},
+		{"ssh.ciphers (default)", def.SSH.Ciphers, []string{"chacha20-poly1305@openssh.com", "aes256-gcm@openssh.com", "aes128-gcm@openssh.com"}},
+		{"ssh.macs (default)", def.SSH.MACs, []string{"hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com"}},
+		{"ssh.kex (yaml)", set.SSH.KeyExchanges, []string{"curve25519-sha256", "diffie-hellman-group14-sha1"}},
+		{"ssh.ciphers (env)", set.SSH.Ciphers, []string{"aes128-ctr", "aes256-gcm@openssh.com"}},
+		{"ssh.macs (flag)", set.SSH.MACs, []string{"hmac-sha2-256-etm@openssh.com", "hmac-sha1"}},
+	} {
+		if !slices.Equal(c.got, c.want) {
+			t.Errorf("%s = %q, want %q", c.key, c.got, c.want)
+		}
+	}
+}
+
 func TestYAMLRoundTrip(t *testing.T) {
 	cfg := Default()
 	cfg.AdminKeys = "ssh-ed25519 AAAA test"
@@ -133,7 +185,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("printed config does not load back: %v\n%s", err, out)
 	}
-	if back.SSH != cfg.SSH || back.AdminKeys != cfg.AdminKeys {
+	if !reflect.DeepEqual(back.SSH, cfg.SSH) || back.AdminKeys != cfg.AdminKeys {
 		t.Fatalf("round trip changed config: %+v", back)
 	}
 }

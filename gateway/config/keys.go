@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"sbx.dev/sbx/internal/sshalgo"
 )
 
 // EnvPrefix starts every environment variable the gateway reads.
@@ -97,12 +99,31 @@ func boolean(key string, p func(*Config) *bool) field {
 		get: func(c *Config) string { return strconv.FormatBool(*p(c)) }}
 }
 
+// list is a comma-separated list in env and flags; space around items and
+// empty items are dropped.
+func list(key string, p func(*Config) *[]string) field {
+	return field{key: key,
+		set: func(c *Config, v string) error {
+			*p(c) = nil
+			for item := range strings.SplitSeq(v, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					*p(c) = append(*p(c), item)
+				}
+			}
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(*p(c), ",") }}
+}
+
 // table lists every key. Lists are comma-separated in env and flags.
 var table = []field{
 	str("ssh.listen", func(c *Config) *string { return &c.SSH.Listen }),
 	dur("ssh.handshake_timeout", func(c *Config) *Duration { return &c.SSH.HandshakeTimeout }),
 	dur("ssh.idle_timeout", func(c *Config) *Duration { return &c.SSH.IdleTimeout }),
 	integer("ssh.max_sessions_per_user", func(c *Config) *int { return &c.SSH.MaxSessionsPerUser }),
+	list("ssh.kex", func(c *Config) *[]string { return &c.SSH.KeyExchanges }),
+	list("ssh.ciphers", func(c *Config) *[]string { return &c.SSH.Ciphers }),
+	list("ssh.macs", func(c *Config) *[]string { return &c.SSH.MACs }),
 	str("http.listen", func(c *Config) *string { return &c.HTTP.Listen }),
 	str("http.tls_cert", func(c *Config) *string { return &c.HTTP.TLSCert }),
 	str("http.tls_key", func(c *Config) *string { return &c.HTTP.TLSKey }),
@@ -116,17 +137,7 @@ var table = []field{
 			return nil
 		},
 		get: func(c *Config) string { return strconv.FormatInt(c.HTTP.BodyLimit, 10) }},
-	{key: "http.trusted_proxies",
-		set: func(c *Config, v string) error {
-			c.HTTP.TrustedProxies = nil
-			for p := range strings.SplitSeq(v, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					c.HTTP.TrustedProxies = append(c.HTTP.TrustedProxies, p)
-				}
-			}
-			return nil
-		},
-		get: func(c *Config) string { return strings.Join(c.HTTP.TrustedProxies, ",") }},
+	list("http.trusted_proxies", func(c *Config) *[]string { return &c.HTTP.TrustedProxies }),
 	integer("http.rate_per_minute", func(c *Config) *int { return &c.HTTP.RatePerMinute }),
 	boolean("http.metrics_auth", func(c *Config) *bool { return &c.HTTP.MetricsAuth }),
 	integer("auth.throttle_attempts", func(c *Config) *int { return &c.Auth.ThrottleAttempts }),
@@ -289,6 +300,16 @@ func (c Config) Validate() error {
 	}
 	if c.SSH.MaxSessionsPerUser < 1 {
 		bad("ssh.max_sessions_per_user", c.SSH.MaxSessionsPerUser, "must be at least 1")
+	}
+	for _, l := range []struct {
+		key   string
+		kind  sshalgo.Kind
+		names []string
+	}{{"ssh.kex", sshalgo.KeyExchange, c.SSH.KeyExchanges}, {"ssh.ciphers", sshalgo.Cipher, c.SSH.Ciphers}, {"ssh.macs", sshalgo.MAC, c.SSH.MACs}} {
+		if err := sshalgo.Check(l.kind, l.names); err != nil {
+			// The error starts with the bad name, quoted.
+			errs = append(errs, fmt.Errorf("config: %s: %w", l.key, err))
+		}
 	}
 	switch c.VM.Backend {
 	case "qemu", "none":

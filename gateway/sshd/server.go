@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/metrics"
 	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/internal/sshalgo"
 	"sbx.dev/sbx/keys"
 )
 
@@ -77,6 +79,12 @@ type Options struct {
 	HandshakeTimeout   time.Duration
 	IdleTimeout        time.Duration
 	MaxSessionsPerUser int
+	// KeyExchanges, Ciphers and MACs are the transport algorithms offered
+	// (ssh.kex, ssh.ciphers, ssh.macs); an empty list is sshalgo's modern
+	// default, never x/crypto's own, which offers SHA-1 and NIST curves.
+	KeyExchanges []string
+	Ciphers      []string
+	MACs         []string
 	// TestHooks adds the hidden `test-panic` command. Tests only.
 	TestHooks bool
 }
@@ -130,6 +138,17 @@ func New(o Options) (*Server, error) {
 	if o.MaxSessionsPerUser <= 0 {
 		o.MaxSessionsPerUser = 16
 	}
+	for _, l := range []struct {
+		kind  sshalgo.Kind
+		names *[]string
+	}{{sshalgo.KeyExchange, &o.KeyExchanges}, {sshalgo.Cipher, &o.Ciphers}, {sshalgo.MAC, &o.MACs}} {
+		if len(*l.names) == 0 {
+			*l.names = sshalgo.Default(l.kind)
+		}
+		if err := sshalgo.Check(l.kind, *l.names); err != nil {
+			return nil, fmt.Errorf("sshd: %s algorithms: %w", l.kind, err)
+		}
+	}
 	s := &Server{Options: o, sessions: map[string]int{}, channels: map[string]*resizes{}, live: map[net.Conn]struct{}{}}
 	srv, err := wish.NewServer(
 		wish.WithVersion("sbx"),
@@ -137,7 +156,10 @@ func New(o Options) (*Server, error) {
 		wish.WithPublicKeyAuth(s.knownKey),
 		ssh.WrapConn(s.admit),
 		s.onlySessions(),
-		withMaxAuthTries(maxAuthTries),
+		ssh.Option(func(srv *ssh.Server) error {
+			srv.ServerConfigCallback = s.serverConfig
+			return nil
+		}),
 		ssh.Option(func(srv *ssh.Server) error {
 			srv.ConnectionFailedCallback = s.connectionFailed
 			return nil
@@ -173,13 +195,20 @@ func (s *Server) onlySessions() ssh.Option {
 	}
 }
 
-// withMaxAuthTries bounds the keys one connection may try.
-func withMaxAuthTries(n int) ssh.Option {
-	return func(srv *ssh.Server) error {
-		srv.ServerConfigCallback = func(ssh.Context) *gossh.ServerConfig {
-			return &gossh.ServerConfig{MaxAuthTries: n}
-		}
-		return nil
+// serverConfig is each connection's x/crypto config: the transport
+// algorithms of the options (only these are offered; the gateway's host key
+// is ed25519, keys.LoadOrCreateHostKey, so its one signature algorithm is
+// the only host key algorithm) and the bound on the keys one connection may
+// try. charmbracelet/ssh adds the host key, version and
+// handlers.
+func (s *Server) serverConfig(ssh.Context) *gossh.ServerConfig {
+	return &gossh.ServerConfig{
+		Config: gossh.Config{
+			KeyExchanges: slices.Clone(s.KeyExchanges),
+			Ciphers:      slices.Clone(s.Ciphers),
+			MACs:         slices.Clone(s.MACs),
+		},
+		MaxAuthTries: maxAuthTries,
 	}
 }
 
