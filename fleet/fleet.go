@@ -27,6 +27,7 @@ import (
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/fleet/runlog"
+	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm"
@@ -77,6 +78,10 @@ type Config struct {
 	// no MCP servers.
 	MCP    MCPStore
 	Sealer Sealer
+	// PrivateUpstreams are the private addresses an MCP server may have
+	// (the operator's net.private_upstreams, which the box network trusts
+	// too); an MCP server at any other forbidden address is refused.
+	PrivateUpstreams []netpolicy.Trust
 	// Cluster, when set, is the database this gateway shares with others
 	// (see Cluster); ID names this gateway among them (unique per
 	// process). nil: the only gateway.
@@ -99,6 +104,7 @@ type Fleet struct {
 	net      Network
 	mcp      MCPStore
 	sealer   Sealer
+	private  []netpolicy.Trust
 	cluster  Cluster
 	id       string
 
@@ -153,7 +159,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	f := &Fleet{
 		store: cfg.Store, vm: cfg.VM, accounts: cfg.Accounts, audit: cfg.Audit, red: cfg.Redactor,
-		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, mcp: cfg.MCP, sealer: cfg.Sealer,
+		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, mcp: cfg.MCP, sealer: cfg.Sealer, private: cfg.PrivateUpstreams,
 		policy: cfg.Policy, boxes: map[string]*boxRT{},
 		cluster: cfg.Cluster, id: cfg.ID,
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,11 +39,12 @@ func TestValidRef(t *testing.T) {
 }
 
 func TestCleanAllow(t *testing.T) {
-	got, err := cleanAllow([]string{"Example.com", "*.npmjs.org", "example.com"})
-	if err != nil || len(got) != 2 || got[0] != "example.com" || got[1] != "*.npmjs.org" {
+	got, err := cleanAllow([]string{"Example.com", "*.npmjs.org", "example.com", "Example.com.:8443", "*.svc.example:9000", "1.2.3.4:80", "[2001:DB8::1]:853"})
+	if err != nil || !slices.Equal(got, []string{"example.com", "*.npmjs.org", "example.com:8443", "*.svc.example:9000", "1.2.3.4:80", "[2001:db8::1]:853"}) {
 		t.Errorf("%v %v", got, err)
 	}
-	for _, bad := range []string{"", "*.", "a..b", "-a.com", "a_b.com", "http://x.com", "x.com/path", "*", "1.2.3.4:80"} {
+	for _, bad := range []string{"", "*.", "a..b", "-a.com", "http://x.com", "x.com/path", "*", "x.com:", "x.com:0", "x.com:65536",
+		"x.com:ssh", "*.1.2.3.4", "127.1", "2130706433", "[example.com]:80", "a b.com"} {
 		if _, err := cleanAllow([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

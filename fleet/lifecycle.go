@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
@@ -82,7 +83,10 @@ func (f *Fleet) diff(ctx context.Context, caller keys.Actor, name string) (Diff,
 	return d, nil
 }
 
-// cleanAllow checks an egress allow-list: host names or *.suffix, lower-case.
+// cleanAllow checks an egress allow-list and puts its entries in canonical
+// form: the box network's one parser of entries (netpolicy.ParseEntry), the
+// one its proxy matches with. An entry is a host name, *.suffix or an IP
+// address, with :PORT for a port other than 80 and 443.
 func cleanAllow(domains []string) ([]string, error) {
 	if len(domains) > maxAllow {
 		return nil, fmt.Errorf("%d allowed domains (max %d): %w", len(domains), maxAllow, ErrInvalid)
@@ -90,34 +94,16 @@ func cleanAllow(domains []string) ([]string, error) {
 	out := []string{}
 	seen := map[string]bool{}
 	for _, d := range domains {
-		d = strings.ToLower(strings.TrimSpace(d))
-		host := strings.TrimPrefix(d, "*.")
-		if !validHost(host) {
-			return nil, fmt.Errorf("allowed domain %q: want a host name like example.com or *.example.com: %w", d, ErrInvalid)
+		e, err := netpolicy.ParseEntry(d)
+		if err != nil {
+			return nil, fmt.Errorf("allowed domain %q: %v (e.g. example.com, *.example.com, example.com:8443): %w", d, err, ErrInvalid)
 		}
-		if !seen[d] {
-			seen[d] = true
-			out = append(out, d)
+		if c := e.String(); !seen[c] {
+			seen[c] = true
+			out = append(out, c)
 		}
 	}
 	return out, nil
-}
-
-func validHost(h string) bool {
-	if h == "" || len(h) > 253 || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") {
-		return false
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func drain(r io.Reader) { _, _ = io.Copy(io.Discard, r) }

@@ -11,6 +11,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/internal/charset"
+	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 )
 
@@ -77,6 +78,12 @@ func (f *Fleet) addMCPServer(ctx context.Context, caller keys.Actor, name, rawUR
 	}
 	if u.Fragment != "" {
 		return MCPServer{}, fmt.Errorf("MCP server URL %q: a #fragment is never sent to a server; leave it out: %w", shownURL(u), ErrInvalid)
+	}
+	// The relay dials it from the gateway host: the box network's address
+	// policy judges it here as far as it can without DNS (an address, a
+	// loopback name) and again, by what it resolves to, on every call.
+	if err := netpolicy.CheckUpstream(u, f.private); err != nil {
+		return MCPServer{}, fmt.Errorf("MCP server URL %q: %v: the gateway relays to public addresses only (an operator may trust a private one with net.private_upstreams): %w", shownURL(u), err, ErrInvalid)
 	}
 	if len(headers) > maxMCPHeaders {
 		return MCPServer{}, fmt.Errorf("%d headers (max %d): %w", len(headers), maxMCPHeaders, ErrInvalid)

@@ -3,12 +3,14 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/seal"
+	"sbx.dev/sbx/internal/netpolicy"
 )
 
 // mcpEnv is an env whose core keeps MCP servers (the store and the sealer
@@ -105,5 +107,63 @@ func TestMCPServerRemoveRefusedIsAuditedRegression(t *testing.T) {
 	}
 	if err := e.fleet.RemoveMCPServer(e.ctx(), e.alice, "docs"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRegressionMCPRegisterPrivateURL: any user could register an MCP
+// server at a loopback, private or cloud-metadata address, which the
+// gateway's relay then called from the gateway host on their box's behalf.
+// The core refuses such a URL from every front (ErrInvalid, saying why and
+// what the operator can do), audits the refusal, and accepts a private
+// address only when the operator trusts it (net.private_upstreams).
+func TestRegressionMCPRegisterPrivateURL(t *testing.T) {
+	e := mcpEnv(t)
+	e.fleet.Close()
+	trusted, err := netpolicy.ParseTrusts([]string{"10.20.0.0/16", "127.0.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.PrivateUpstreams = trusted
+	e.start()
+	for raw, why := range map[string]string{
+		"http://127.0.0.1:9000/mcp":               "127.0.0.1 is a loopback address",
+		"http://127.0.0.1/mcp":                    "127.0.0.1 is a loopback address", // trusted on 8080 only
+		"http://169.254.169.254/latest/meta-data": "169.254.169.254 is a cloud metadata address",
+		"http://10.0.0.5/mcp":                     "10.0.0.5 is a private address (RFC 1918)",
+		"https://192.168.1.10/mcp":                "RFC 1918",
+		"http://[::1]:8080/mcp":                   "reserved IPv6",
+		"http://[::ffff:169.254.169.254]/":        "cloud metadata",
+		"http://[fd00:ec2::254]/":                 "unique local",
+		"http://100.100.100.200/":                 "CGNAT",
+		"http://0.0.0.0:8080/":                    "this-network",
+		"http://localhost:8080/mcp":               "localhost is a loopback name",
+		"http://2130706433/":                      "not a DNS name or an IP address",
+	} {
+		_, err := e.fleet.AddMCPServer(e.ctx(), e.alice, "tools", raw, map[string]string{"Authorization": "Bearer x"})
+		if !errors.Is(err, fleet.ErrInvalid) || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "public addresses only") {
+			t.Errorf("%s: %v, want ErrInvalid saying %q", raw, err, why)
+		}
+	}
+	if list, err := e.fleet.MCPServers(e.ctx(), e.alice); err != nil || len(list) != 0 {
+		t.Fatalf("servers after refusals: %v %v", list, err)
+	}
+	rows, err := e.store.ListAudit(context.Background(), audit.Filter{User: "alice", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range rows {
+		if r.Action == "mcp.server.add" && r.Result == audit.ResultError && strings.Contains(r.Detail, "public addresses only") {
+			n++
+		}
+	}
+	if n != 12 {
+		t.Errorf("%d refused mcp.server.add rows, want 12", n)
+	}
+	// Trusted by the operator, a public name, a public address: accepted.
+	for i, raw := range []string{"http://10.20.1.2/mcp", "http://127.0.0.1:8080/mcp", "https://mcp.example.com/mcp", "https://93.184.215.14/mcp"} {
+		if _, err := e.fleet.AddMCPServer(e.ctx(), e.alice, fmt.Sprintf("ok%d", i), raw, nil); err != nil {
+			t.Errorf("%s: %v", raw, err)
+		}
 	}
 }

@@ -576,7 +576,7 @@ func TestClusterBoxNetwork(t *testing.T) {
 	port := helloUpstream(t)
 
 	b, err := g.f.Delegate(ctx, g.alice, fleet.DelegateRequest{Agent: "script", Task: "!say ready",
-		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}}, Allow: []string{"allowed.test"}})
+		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}}, Allow: []string{fmt.Sprintf("allowed.test:%d", port)}})
 	if err != nil {
 		t.Fatal(err)
 	}

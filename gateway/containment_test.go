@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,9 @@ func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*conf
 	cfg.SSH.Listen, cfg.HTTP.Listen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Git.Host = g.git.URL
 	cfg.Model.APIKey, cfg.Model.Upstream = g.apiKey, g.model.URL
+	// The test's git host and model run on loopback: the operator trusts
+	// them, as an on-premises gateway would its private upstreams.
+	cfg.Net.PrivateUpstreams = []string{urlHostPort(t, g.git.URL), urlHostPort(t, g.model.URL)}
 	cfg.Model.MaxRequests = 50
 	cfg.VM.MemoryMiB = 1024
 	cfg.Fleet.IdleSleep = 0
@@ -87,10 +91,11 @@ func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*conf
 	s, err := NewServer(ctx, cfg, Options{
 		Logger: logger, HomeDir: t.TempDir(), GuestBinary: testutil.GuestBinary(t),
 		TestEgress: TestEgress{AllowLoopback: true, Resolver: testResolver{
-			"allowed.test": netip.MustParseAddr("127.0.0.1"),
-			"denied.test":  netip.MustParseAddr("127.0.0.1"),
-			"private.test": netip.MustParseAddr("10.1.2.3"),
-			"meta.test":    netip.MustParseAddr("169.254.169.254"),
+			"allowed.test":  netip.MustParseAddr("127.0.0.1"),
+			"denied.test":   netip.MustParseAddr("127.0.0.1"),
+			"private.test":  netip.MustParseAddr("10.1.2.3"),
+			"meta.test":     netip.MustParseAddr("169.254.169.254"),
+			"loopback.test": netip.MustParseAddr("127.0.0.1"),
 		}},
 	})
 	if err != nil {
@@ -177,6 +182,17 @@ func (g *boxGateway) auditRows(action string) []audit.Entry {
 	return out
 }
 
+// urlHostPort is the host:port of a URL: a loopback server as a trusted
+// private upstream (net.private_upstreams).
+func urlHostPort(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil || u.Port() == "" {
+		t.Fatalf("%q: not a URL with a port (%v)", raw, err)
+	}
+	return u.Host
+}
+
 // No long-lived secret in a box: git goes through the gateway's endpoint
 // (clone, fetch, push to the delegated branch; other repos and branches
 // refused), egress follows the allow-list and never reaches private
@@ -198,13 +214,30 @@ func helloUpstream(t *testing.T) int {
 }
 
 func TestContainmentEndToEnd(t *testing.T) {
-	g := newBoxGateway(t, nil)
+	// MCP: the relay adds the server's secret header; the box sees only
+	// the gateway's URL. The server runs on loopback, which the operator
+	// trusts.
+	var b2 [16]byte
+	rand.Read(b2[:])
+	mcpSecret := "Bearer mcp-" + hex.EncodeToString(b2[:])
+	mcpUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != mcpSecret {
+			http.Error(w, "bad credentials", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"relayed":true}}`)
+	}))
+	defer mcpUp.Close()
+	g := newBoxGatewayWith(t, nil, func(c *config.Config) {
+		c.Net.PrivateUpstreams = append(c.Net.PrivateUpstreams, urlHostPort(t, mcpUp.URL))
+	})
 	ctx := context.Background()
 	port := helloUpstream(t)
-	var b2 [16]byte
 
+	// The upstream's port is not 80 or 443: the allow-list entry names it.
 	b, err := g.f.Delegate(ctx, g.alice, fleet.DelegateRequest{Agent: "script", Task: "!say ready",
-		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}}, Allow: []string{"allowed.test", "private.test", "meta.test", "10.0.0.1", "169.254.169.254"}})
+		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}}, Allow: []string{fmt.Sprintf("allowed.test:%d", port), "private.test", "meta.test", "10.0.0.1", "169.254.169.254"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,19 +309,7 @@ func TestContainmentEndToEnd(t *testing.T) {
 		t.Errorf("upstream saw %+v", reqs)
 	}
 
-	// MCP: the relay adds the server's secret header; the box sees only
-	// the gateway's URL.
-	rand.Read(b2[:])
-	mcpSecret := "Bearer mcp-" + hex.EncodeToString(b2[:])
-	mcpUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != mcpSecret {
-			http.Error(w, "bad credentials", http.StatusUnauthorized)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"relayed":true}}`)
-	}))
-	defer mcpUp.Close()
+	// MCP through the relay.
 	if _, err := g.f.AddMCPServer(ctx, g.alice, "tools", mcpUp.URL+"/mcp", map[string]string{"Authorization": mcpSecret}); err != nil {
 		t.Fatal(err)
 	}

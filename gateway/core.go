@@ -71,11 +71,18 @@ func (s *Server) startCore(ctx context.Context) error {
 		s.core.why = "boxes are not available on this gateway (vm.backend=none)"
 		return nil
 	}
+	// The private addresses the git host, the model upstream and MCP
+	// servers may have: the box network dials them, the core registers
+	// MCP servers at them.
+	private, err := s.cfg.PrivateUpstreams()
+	if err != nil {
+		return err
+	}
 	// Each machine's one network path; its policy comes from the fleet.
 	// A QEMU box reaches it through its socket; a box Pod through the
 	// backend, which dials it per connection (kubeEgress), so it
 	// exists before the backend watches its boxes.
-	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
+	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, private, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
 	s.core.net.fleet = s.core.ready.Load
 	be, err := s.backend(ctx)
 	if err != nil {
@@ -122,7 +129,7 @@ func (s *Server) startCore(ctx context.Context) error {
 	fc := s.cfg.Fleet
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
 		Network: s.core.net,
-		MCP:     s.store, Sealer: s.core.sealer,
+		MCP:     s.store, Sealer: s.core.sealer, PrivateUpstreams: private,
 		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
 		Cluster: cluster, ID: id,

@@ -18,6 +18,7 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/boxnet"
 	"sbx.dev/sbx/gateway/config"
+	"sbx.dev/sbx/internal/netpolicy"
 )
 
 // network serves every machine's one network path: a unix socket per
@@ -42,7 +43,7 @@ type network struct {
 
 type boxOwner struct{ box, owner string }
 
-func newNetwork(ctx context.Context, dataDir string, cfg config.Model, al *audit.Log, log *slog.Logger, test TestEgress) *network {
+func newNetwork(ctx context.Context, dataDir string, cfg config.Model, private []netpolicy.Trust, al *audit.Log, log *slog.Logger, test TestEgress) *network {
 	// QEMU is handed the socket path and vm.Spec.Egress wants it absolute
 	// (the default data dir ./.sbx is relative).
 	dir, err := filepath.Abs(filepath.Join(dataDir, "net"))
@@ -50,7 +51,7 @@ func newNetwork(ctx context.Context, dataDir string, cfg config.Model, al *audit
 		dir = filepath.Join(dataDir, "net")
 	}
 	n := &network{dir: dir, cfg: cfg, audit: al, log: log, ctx: ctx, on: map[string]context.CancelFunc{}, who: map[string]boxOwner{}}
-	n.srv = boxnet.New(boxnet.Config{Policy: n, Logger: log, Resolver: test.Resolver, TestOnlyAllowLoopbackEgress: test.AllowLoopback})
+	n.srv = boxnet.New(boxnet.Config{Policy: n, Logger: log, Resolver: test.Resolver, PrivateUpstreams: private, TestOnlyAllowLoopbackEgress: test.AllowLoopback})
 	return n
 }
 

@@ -125,7 +125,7 @@ func DelegatePage(p Page, f DelegateForm, accts []accounts.Account) templ.Compon
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, ">script (deterministic, for tests)</option></select> <label for=\"allow\">Extra egress domains <span class=\"muted\">(space separated, *.example.com allowed)</span></label> <input id=\"allow\" name=\"allow\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, ">script (deterministic, for tests)</option></select> <label for=\"allow\">Extra egress domains <span class=\"muted\">(space separated, *.example.com allowed; ports 80 and 443, or example.com:8443)</span></label> <input id=\"allow\" name=\"allow\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -7,10 +7,11 @@
 // One HTTP server per box (one shared handler) offers:
 //
 //   - an egress proxy (HTTP CONNECT and absolute-form plain HTTP), default deny
-//     with a per-box domain allow-list or an open mode; private, loopback,
-//     link-local, CGNAT, metadata, multicast and reserved addresses (and their
-//     IPv6 forms) are refused after resolution even when open, and the proxy
-//     dials the exact address it checked (no DNS rebinding);
+//     with a per-box domain allow-list or an open mode, to ports 80 and 443
+//     unless an entry names another; private, loopback, link-local, CGNAT,
+//     metadata, multicast and reserved addresses (and their IPv6 forms) are
+//     refused after resolution even when open, and the proxy dials the exact
+//     address it checked (no DNS rebinding);
 //   - /git/BOX/REPO(.git)/…: smart HTTP to the real remote with the account
 //     token added, for delegated repositories only, pushes only to the
 //     delegated branches (the ref updates are parsed before anything is
@@ -21,7 +22,17 @@
 //
 // The box never holds a token, an API key or an MCP secret. The data comes from
 // the core through Policy; every decision is reported to Policy.Audit (egress:
-// each CONNECT or plain request; git, model, MCP: each request).
+// each CONNECT or plain request; git, model, MCP: each request, and a refused
+// upstream redirect).
+//
+// The git, model and MCP upstreams are dialed under the egress proxy's
+// address policy (package netpolicy), the one every connection the gateway
+// makes on a box's behalf obeys: the upstream's name is resolved once per
+// request, every answer checked, the checked address dialed; a forbidden
+// address is refused unless the operator trusts it (Config.PrivateUpstreams,
+// the configuration key net.private_upstreams). The gateway never follows an
+// upstream's redirect: a 3xx (but 304) is refused with 502 and audited, so a
+// redirect cannot lead it to an address it would not dial.
 //
 // # The box side
 //
@@ -39,12 +50,14 @@
 // # Decisions
 //
 // Egress: a name not on the allow-list is refused before any lookup, so the
-// gateway's resolver is no side channel. An allowed name is resolved once; if
-// any answer is a forbidden address the request is refused (a name mixing
-// public and private answers is suspect), else the proxy dials the checked
-// addresses, never the name. "*.example.com" matches names strictly below
-// example.com, not example.com itself. Numeric spellings of IPv4 (127.1,
-// 0x7f.1, 2130706433) are refused as names.
+// gateway's resolver is no side channel, and so is a port the list does not
+// open (an entry opens 80 and 443, or the one port it names:
+// "example.com:8443"). An allowed name is resolved once; if any answer is a
+// forbidden address the request is refused (a name mixing public and private
+// answers is suspect), else the proxy dials the checked addresses, never the
+// name. "*.example.com" matches names strictly below example.com, not
+// example.com itself. Numeric spellings of IPv4 (127.1, 0x7f.1, 2130706433)
+// are refused as names.
 //
 // Git: BOX in the path must be the calling box and REPO delegated to it,
 // else 404 (nothing reaches the remote). A push's ref updates are parsed
@@ -74,6 +87,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"sbx.dev/sbx/internal/netpolicy"
 )
 
 // Policy is what boxnet needs from the core.
@@ -93,11 +108,15 @@ type Policy interface {
 
 // BoxPolicy is one box's network policy.
 type BoxPolicy struct {
-	// AllowDomains are the egress destinations: "example.com" matches that
-	// name only; "*.example.com" matches every name below example.com but not
-	// example.com itself (list both for both). An IP literal matches itself.
+	// AllowDomains are the egress destinations (netpolicy.ParseEntry):
+	// "example.com" matches that name only; "*.example.com" matches every
+	// name below example.com but not example.com itself (list both for
+	// both). An IP literal matches itself. An entry opens ports 80 and 443,
+	// or with ":PORT" ("example.com:8443") that port only.
 	AllowDomains []string
-	// Open allows every destination name; forbidden addresses stay refused.
+	// Open allows every destination name on ports 80 and 443 (and the ports
+	// AllowDomains entries open for their names); forbidden addresses stay
+	// refused.
 	Open bool
 	// Repos are the delegated repositories by the path the box uses after
 	// /git/BOX/ without ".git", e.g. "acme/widget".
@@ -189,16 +208,26 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
+// Dialer opens a TCP connection to an address the policy checked; the
+// signature of net.Dialer.DialContext.
+type Dialer func(ctx context.Context, network, address string) (net.Conn, error)
+
 // Config configures a Server. The zero value (with a Policy) works.
 type Config struct {
 	Policy Policy
 	Logger *slog.Logger
-	// Resolver resolves egress destinations; nil means net.DefaultResolver.
+	// Resolver resolves egress destinations and the git, model and MCP
+	// upstreams; nil means net.DefaultResolver.
 	Resolver Resolver
-	// Transport carries git, model and MCP requests to their upstreams
-	// (operator-configured URLs); nil means a clone of
-	// http.DefaultTransport without proxy from the environment.
-	Transport http.RoundTripper
+	// Dial connects to a checked address ("1.2.3.4:443"), for the egress
+	// proxy and the upstreams alike, within DialTimeout; nil means a
+	// net.Dialer. Tests record the dials with it.
+	Dial Dialer
+	// PrivateUpstreams are the forbidden addresses the git, model and MCP
+	// upstreams may have all the same (the operator's
+	// net.private_upstreams: an on-premises git host, a local model proxy).
+	// They never open the egress proxy. Empty: no private upstream.
+	PrivateUpstreams []netpolicy.Trust
 	// MaxHeaderBytes bounds a request's header; 0 means 64 KiB.
 	MaxHeaderBytes int
 	// HeaderTimeout bounds reading a request header; 0 means 30 s.
@@ -224,6 +253,15 @@ type Config struct {
 	// no configuration key and must never be set outside tests; every other
 	// forbidden range stays refused.
 	TestOnlyAllowLoopbackEgress bool
+}
+
+// egressTrust is what the egress proxy may dial among the forbidden
+// addresses: nothing, but loopback under the test hook.
+func (c Config) egressTrust() []netpolicy.Trust {
+	if c.TestOnlyAllowLoopbackEgress {
+		return netpolicy.LoopbackTrust()
+	}
+	return nil
 }
 
 // Server serves the network path of every box.
@@ -278,15 +316,16 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "boxnet"), boxes: map[string]*boxState{}}
-	s.transport = cfg.Transport
-	if s.transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		// The gateway's own proxy settings are not the box's business, and
-		// upstream URLs are the operator's: go direct.
-		t.Proxy = nil
-		s.transport = t
+	if cfg.Dial == nil {
+		cfg.Dial = (&net.Dialer{}).DialContext
 	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "boxnet"), boxes: map[string]*boxState{}}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// The gateway's own proxy settings are not the box's business: go
+	// direct, and only to the address the request's check let through.
+	t.Proxy = nil
+	t.DialContext = s.dialUpstream
+	s.transport = t
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s
 }
@@ -386,42 +425,61 @@ func (s *Server) Forget(box string) {
 	delete(s.boxes, box)
 }
 
+// endpoint is one service a box reaches on 10.0.2.100:80.
+type endpoint struct {
+	name  string
+	match func(r *http.Request) bool
+	serve func(s *Server, w http.ResponseWriter, r *http.Request, st *boxState)
+}
+
+// Names of the endpoints.
+const (
+	endpointConnect = "egress CONNECT"
+	endpointProxy   = "egress plain HTTP"
+	endpointGit     = "git"
+	endpointModel   = "model"
+	endpointMCP     = "mcp"
+)
+
+// endpoints are every service a box reaches, in the order a request is
+// matched against them: the whole of the box's network path (anything else
+// is 404). The endpoint matrix test enumerates this list.
+func endpoints() []endpoint {
+	return []endpoint{
+		{endpointConnect, func(r *http.Request) bool { return r.Method == http.MethodConnect }, (*Server).connect},
+		{endpointProxy, func(r *http.Request) bool { return !local(r) }, (*Server).forward},
+		{endpointGit, func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/git/") }, (*Server).git},
+		{endpointModel, func(r *http.Request) bool {
+			return r.URL.Path == "/model" || strings.HasPrefix(r.URL.Path, "/model/")
+		}, (*Server).model},
+		{endpointMCP, func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/mcp/") }, (*Server).mcp},
+	}
+}
+
+// local reports whether a request is for the gateway itself: origin form,
+// or a proxy request for the gateway's own address (a client with
+// HTTP_PROXY set and no NO_PROXY for the gateway asks the proxy for the
+// gateway's URLs; its address means the gateway, whatever the port).
+func local(r *http.Request) bool {
+	if !r.URL.IsAbs() && r.URL.Host == "" {
+		return true
+	}
+	return r.URL.Hostname() == GatewayHost && r.URL.Scheme == "http"
+}
+
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	st, _ := r.Context().Value(boxKey{}).(*boxState)
 	if st == nil {
 		http.Error(w, "no box", http.StatusInternalServerError)
 		return
 	}
-	if r.Method == http.MethodConnect {
-		s.connect(w, r, st)
-		return
-	}
-	if r.URL.IsAbs() || r.URL.Host != "" {
-		// A client with HTTP_PROXY set and no NO_PROXY for the gateway asks
-		// the proxy for the gateway's own URLs: serve them locally (the
-		// gateway's address means the gateway, whatever the port).
-		if r.URL.Hostname() == GatewayHost && r.URL.Scheme == "http" {
-			s.route(w, r, st)
+	for _, e := range endpoints() {
+		if e.match(r) {
+			e.serve(s, w, r, st)
 			return
 		}
-		s.forward(w, r, st)
-		return
 	}
-	s.route(w, r, st)
-}
-
-func (s *Server) route(w http.ResponseWriter, r *http.Request, st *boxState) {
-	p := r.URL.Path
-	switch {
-	case strings.HasPrefix(p, "/git/"):
-		s.git(w, r, st)
-	case p == "/model" || strings.HasPrefix(p, "/model/"):
-		s.model(w, r, st)
-	case strings.HasPrefix(p, "/mcp/"):
-		s.mcp(w, r, st)
-	default:
-		http.Error(w, "sbx gateway: unknown endpoint (egress goes through HTTP_PROXY/HTTPS_PROXY; git under /git/, the model under /model/, MCP under /mcp/)", http.StatusNotFound)
-	}
+	http.Error(w, "sbx gateway: unknown endpoint (egress goes through HTTP_PROXY/HTTPS_PROXY; git under /git/, the model under /model/, MCP under /mcp/)", http.StatusNotFound)
 }
 
 func (s *Server) audit(ctx context.Context, d Decision) {

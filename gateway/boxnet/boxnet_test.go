@@ -9,10 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"sbx.dev/sbx/internal/netpolicy"
 )
 
 // testPolicy is an in-memory Policy: what the core will keep in its store.
@@ -145,6 +148,25 @@ func serveBox(t *testing.T, s *Server, box string) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+// trust lists a test's loopback upstreams (their URLs or host:port) as
+// trusted private upstreams, as an operator does with net.private_upstreams:
+// without it the git, model and MCP endpoints refuse them.
+func trust(t testing.TB, upstreams ...string) []netpolicy.Trust {
+	t.Helper()
+	var out []netpolicy.Trust
+	for _, s := range upstreams {
+		if u, err := url.Parse(s); err == nil && u.Host != "" {
+			s = u.Host
+		}
+		tr, err := netpolicy.ParseTrust(s)
+		if err != nil {
+			t.Fatalf("trust %q: %v", s, err)
+		}
+		out = append(out, tr)
+	}
+	return out
 }
 
 // newTestServer is New with a discarding logger unless the test sets one.

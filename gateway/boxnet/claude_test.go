@@ -60,7 +60,7 @@ func claudeRun(t *testing.T, bin string, env func(addr string) []string) {
 	up := anthropictest.New(t, anthropictest.Options{APIKey: "sk-ant-real"})
 	pol := newPolicy()
 	pol.set("m", BoxPolicy{Model: &ModelRoute{Upstream: mustURL(t, up.URL), APIKey: "sk-ant-real", MaxRequests: 50}})
-	s := newTestServer(Config{Policy: pol})
+	s := newTestServer(Config{Policy: pol, PrivateUpstreams: trust(t, up.URL)})
 	addr := serveBox(t, s, "m")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "marker-file.txt"), []byte("x"), 0o644); err != nil {

@@ -13,24 +13,30 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sbx.dev/sbx/internal/netpolicy"
 )
 
-// egressVerdict is the outcome of deciding one egress destination.
+// egressVerdict is the outcome of deciding one destination: an egress
+// destination or an upstream.
 type egressVerdict struct {
 	host   string       // normalized
 	port   int          // 1..65535
 	addrs  []netip.Addr // every address checked, in dial order
 	reason string       // why allowed, or why refused
 	ok     bool
+	// unresolved: refused because the name did not resolve (an upstream
+	// that is down, not one the policy forbids).
+	unresolved bool
 }
 
 // decideEgress checks a destination against the box's policy and the
-// forbidden ranges. A name not on the allow-list is refused before any DNS
-// lookup, so a box cannot use the gateway's resolver as a channel either.
-// Every address the name resolves to must pass: a name that mixes public and
-// private answers is refused.
+// forbidden ranges. A name not on the allow-list, or a port the list does
+// not open, is refused before any DNS lookup, so a box cannot use the
+// gateway's resolver as a channel either. Every address the name resolves
+// to must pass: a name that mixes public and private answers is refused.
 func (s *Server) decideEgress(ctx context.Context, box, rawHost string, port int) egressVerdict {
-	v := egressVerdict{host: normalizeHost(rawHost), port: port}
+	v := egressVerdict{host: netpolicy.Host(rawHost), port: port}
 	if v.host == "" {
 		v.host = rawHost
 		v.reason = "malformed host name"
@@ -45,11 +51,31 @@ func (s *Server) decideEgress(ctx context.Context, box, rawHost string, port int
 		v.reason = "no policy for box: " + err.Error()
 		return v
 	}
-	listed := nameAllowed(v.host, pol.AllowDomains)
+	listed, open := netpolicy.Admit(pol.AllowDomains, v.host, port)
 	if !pol.Open && !listed {
 		v.reason = "not on the box's allow-list"
 		return v
 	}
+	if !open && !(pol.Open && netpolicy.DefaultPort(port)) {
+		v.reason = fmt.Sprintf("port %d is not open for %s: the allow-list opens ports 80 and 443, other ports only by an entry naming them (%s)",
+			port, v.host, netpolicy.Entry{Host: v.host, Port: port})
+		return v
+	}
+	s.resolve(ctx, &v, s.cfg.egressTrust())
+	if v.ok {
+		v.reason = "open mode"
+		if listed {
+			v.reason = "on the box's allow-list"
+		}
+	}
+	return v
+}
+
+// resolve resolves v.host once (an IP literal is its own answer) and checks
+// every answer: v.ok when all pass, else v.reason names the first that did
+// not (and v.addrs holds only it). trusted are the forbidden addresses that
+// pass all the same.
+func (s *Server) resolve(ctx context.Context, v *egressVerdict, trusted []netpolicy.Trust) {
 	if a, err := netip.ParseAddr(v.host); err == nil {
 		v.addrs = []netip.Addr{a}
 	} else {
@@ -57,28 +83,23 @@ func (s *Server) decideEgress(ctx context.Context, box, rawHost string, port int
 		addrs, err := s.cfg.Resolver.LookupNetIP(lctx, "ip", v.host)
 		cancel()
 		if err != nil {
-			v.reason = "cannot resolve: " + err.Error()
-			return v
+			v.reason, v.unresolved = "cannot resolve: "+err.Error(), true
+			return
 		}
 		if len(addrs) == 0 {
-			v.reason = "cannot resolve: no addresses"
-			return v
+			v.reason, v.unresolved = "cannot resolve: no addresses", true
+			return
 		}
 		v.addrs = preferV4(addrs)
 	}
 	for _, a := range v.addrs {
-		if r := addrVerdict(a, s.cfg.TestOnlyAllowLoopbackEgress); r != "" {
-			v.reason = fmt.Sprintf("%s is a %s", a.WithZone(""), r)
+		if r := netpolicy.Refused(netip.AddrPortFrom(a, uint16(v.port)), trusted); r != "" {
+			v.reason = r
 			v.addrs = []netip.Addr{a}
-			return v
+			return
 		}
 	}
 	v.ok = true
-	v.reason = "open mode"
-	if listed {
-		v.reason = "on the box's allow-list"
-	}
-	return v
 }
 
 // preferV4 orders IPv4 addresses first: the gateway host may well have no
@@ -101,11 +122,15 @@ func preferV4(addrs []netip.Addr) []netip.Addr {
 // dialChecked dials the checked addresses in order: never the name again, so
 // a second DNS answer cannot redirect the connection.
 func (s *Server) dialChecked(ctx context.Context, v egressVerdict) (net.Conn, netip.AddrPort, error) {
-	d := net.Dialer{Timeout: s.cfg.DialTimeout}
+	if !v.ok {
+		return nil, netip.AddrPort{}, fmt.Errorf("boxnet: %s was refused: %s", v.host, v.reason)
+	}
 	var errs []error
 	for _, a := range v.addrs {
 		ap := netip.AddrPortFrom(a, uint16(v.port))
-		c, err := d.DialContext(ctx, "tcp", ap.String())
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+		c, err := s.cfg.Dial(dctx, "tcp", ap.String())
+		cancel()
 		if err == nil {
 			return c, ap, nil
 		}

@@ -66,13 +66,14 @@ func portOfURL(t *testing.T, s string) string {
 
 var lo = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 
-// An allowed name passes (CONNECT and plain HTTP); a name off the list, a
-// wildcard's own apex and an address literal are refused, each with an audit
-// decision, and a refused name is never even resolved.
+// An allowed name passes (CONNECT and plain HTTP) on the port its entry
+// opens; a name off the list, a wildcard's own apex and an address literal
+// are refused, each with an audit decision, and a refused name is never
+// even resolved.
 func TestEgressAllowList(t *testing.T) {
 	tlsPort, plainPort := upstreams(t)
 	pol := newPolicy()
-	pol.set("b1", BoxPolicy{AllowDomains: []string{"allowed.test", "*.wild.test"}})
+	pol.set("b1", BoxPolicy{AllowDomains: []string{"allowed.test:" + tlsPort, "*.wild.test:" + plainPort}})
 	res := &mapResolver{names: map[string][]netip.Addr{
 		"allowed.test": lo, "a.wild.test": lo, "wild.test": lo, "denied.test": lo,
 	}}
@@ -115,11 +116,16 @@ func TestEgressAllowList(t *testing.T) {
 
 // Without the test hook, even in open mode, a name resolving to a loopback,
 // private or link-local address is refused after resolution, as are address
-// literals in any spelling.
+// literals in any spelling. (The allow-list opens the test servers' ports,
+// so only the address stands in the way.)
 func TestEgressForbiddenAddresses(t *testing.T) {
 	tlsPort, plainPort := upstreams(t)
 	pol := newPolicy()
-	pol.set("b2", BoxPolicy{Open: true})
+	var ports []string
+	for _, h := range []string{"lo.test", "127.0.0.1", "[::1]", "[::ffff:127.0.0.1]", "0.0.0.0"} {
+		ports = append(ports, h+":"+tlsPort, h+":"+plainPort)
+	}
+	pol.set("b2", BoxPolicy{Open: true, AllowDomains: ports})
 	res := &mapResolver{names: map[string][]netip.Addr{
 		"lo.test":    lo,
 		"ten.test":   {netip.MustParseAddr("10.0.0.5")},
@@ -186,7 +192,7 @@ func (r *rebindResolver) LookupNetIP(context.Context, string, string) ([]netip.A
 func TestEgressDialsTheCheckedAddress(t *testing.T) {
 	_, plainPort := upstreams(t)
 	pol := newPolicy()
-	pol.set("b", BoxPolicy{AllowDomains: []string{"rebind.test"}})
+	pol.set("b", BoxPolicy{AllowDomains: []string{"rebind.test:" + plainPort}})
 	res := &rebindResolver{}
 	s := newTestServer(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true})
 	proxy := serveBox(t, s, "b")
@@ -227,7 +233,7 @@ func connectRaw(t *testing.T, proxy, target string) (net.Conn, *bufio.Reader, st
 func TestEgressTunnelLimitAndIdle(t *testing.T) {
 	_, plainPort := upstreams(t)
 	pol := newPolicy()
-	pol.set("b", BoxPolicy{AllowDomains: []string{"allowed.test"}})
+	pol.set("b", BoxPolicy{AllowDomains: []string{"allowed.test:" + plainPort}})
 	res := &mapResolver{names: map[string][]netip.Addr{"allowed.test": lo}}
 	s := newTestServer(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true, MaxTunnels: 1, IdleTimeout: 300 * time.Millisecond})
 	proxy := serveBox(t, s, "b")
@@ -311,8 +317,9 @@ func BenchmarkTunnel(b *testing.B) {
 			go func() { io.Copy(io.Discard, c); c.Close() }()
 		}
 	}()
+	_, port, _ := net.SplitHostPort(sink.Addr().String())
 	pol := newPolicy()
-	pol.set("b", BoxPolicy{AllowDomains: []string{"sink.test"}})
+	pol.set("b", BoxPolicy{AllowDomains: []string{"sink.test:" + port}})
 	s := newTestServer(Config{Policy: pol, Resolver: &mapResolver{names: map[string][]netip.Addr{"sink.test": lo}}, TestOnlyAllowLoopbackEgress: true})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -326,7 +333,6 @@ func BenchmarkTunnel(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	_, port, _ := net.SplitHostPort(sink.Addr().String())
 	fmt.Fprintf(c, "CONNECT sink.test:%s HTTP/1.1\r\nHost: sink.test\r\n\r\n", port)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil || resp.StatusCode != 200 {
@@ -364,8 +370,9 @@ func TestEgressUnixSocketHalfClose(t *testing.T) {
 		b, _ := io.ReadAll(c)
 		received <- string(b)
 	}()
+	_, port, _ := net.SplitHostPort(up.Addr().String())
 	pol := newPolicy()
-	pol.set("b", BoxPolicy{AllowDomains: []string{"up.test"}})
+	pol.set("b", BoxPolicy{AllowDomains: []string{"up.test:" + port}})
 	s := newTestServer(Config{Policy: pol, Resolver: &mapResolver{names: map[string][]netip.Addr{"up.test": lo}}, TestOnlyAllowLoopbackEgress: true})
 	sock := filepath.Join(t.TempDir(), "b.sock")
 	ln, err := net.Listen("unix", sock)
@@ -386,7 +393,6 @@ func TestEgressUnixSocketHalfClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, port, _ := net.SplitHostPort(up.Addr().String())
 	fmt.Fprintf(c, "CONNECT up.test:%s HTTP/1.1\r\nHost: up.test\r\n\r\n", port)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)

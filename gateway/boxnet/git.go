@@ -65,7 +65,11 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request, st *boxState) {
 		notFound("repository not delegated to this box")
 		return
 	}
-	d.Host, d.Port = route.Upstream.Hostname(), portOf(route.Upstream)
+	fail := func(w http.ResponseWriter, status int, msg string) { http.Error(w, "sbx git: "+msg, status) }
+	v, ok := s.upstream(ctx, w, &d, route.Upstream, fail)
+	if !ok {
+		return
+	}
 
 	if sub == "/git-receive-pack" {
 		body, decompressed, err := requestBody(r)
@@ -123,8 +127,8 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request, st *boxState) {
 		target.RawQuery = ""
 	}
 	token := route.Token
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
+	s.relay(w, r, relay{d: d, v: v,
+		rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
 			pr.Out.Host = target.Host
 			keep := http.Header{}
@@ -138,10 +142,7 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request, st *boxState) {
 				pr.Out.SetBasicAuth("x-access-token", token)
 			}
 		},
-		Transport:     s.transport,
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Del("Set-Cookie")
+		modify: func(resp *http.Response) error {
 			resp.Header.Del("WWW-Authenticate")
 			if resp.StatusCode == http.StatusUnauthorized {
 				// The box cannot fix the gateway's credentials; a 401 would
@@ -151,12 +152,8 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request, st *boxState) {
 			}
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			s.log.Info("boxnet: git upstream failed", "box", st.name, "repo", repo, "err", err)
-			http.Error(w, "sbx git: upstream unreachable", http.StatusBadGateway)
-		},
-	}
-	rp.ServeHTTP(w, r)
+		fail: fail,
+	})
 }
 
 // pushRefusal is the message the git client prints as "remote: …".
@@ -190,15 +187,4 @@ func requestBody(r *http.Request) (body io.Reader, decompressed bool, err error)
 	default:
 		return nil, false, fmt.Errorf("unsupported Content-Encoding %q", enc)
 	}
-}
-
-func portOf(u *url.URL) int {
-	if p := u.Port(); p != "" {
-		n, _ := strconv.Atoi(p)
-		return n
-	}
-	if u.Scheme == "http" {
-		return 80
-	}
-	return 443
 }

@@ -87,7 +87,7 @@ func newGitFixture(t *testing.T) *gitFixture {
 	pol.set("box2", BoxPolicy{Repos: map[string]GitRoute{
 		"acme/other": {Upstream: up("other"), Token: gitToken, PushBranches: []string{"sbx/box2"}},
 	}})
-	s := newTestServer(Config{Policy: pol})
+	s := newTestServer(Config{Policy: pol, PrivateUpstreams: trust(t, front.URL)})
 	addr := serveBox(t, s, "box1")
 	serveBox(t, s, "box2")
 	trace := filepath.Join(t.TempDir(), "trace")

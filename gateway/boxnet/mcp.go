@@ -36,7 +36,11 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request, st *boxState) {
 		deny("no MCP server " + name + " for this box")
 		return
 	}
-	d.Host, d.Port = route.URL.Hostname(), portOf(route.URL)
+	fail := func(w http.ResponseWriter, status int, msg string) { http.Error(w, "sbx mcp: "+msg, status) }
+	v, ok := s.upstream(ctx, w, &d, route.URL, fail)
+	if !ok {
+		return
+	}
 	d.Verdict, d.Reason = Allow, "configured MCP server"
 	s.audit(ctx, d)
 
@@ -48,8 +52,8 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request, st *boxState) {
 	case r.URL.RawQuery != "":
 		target.RawQuery = route.URL.RawQuery + "&" + r.URL.RawQuery
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
+	s.relay(w, r, relay{d: d, v: v,
+		rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
 			pr.Out.Host = target.Host
 			stripCredentials(pr.Out.Header)
@@ -57,17 +61,10 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request, st *boxState) {
 				pr.Out.Header.Set(k, v)
 			}
 		},
-		Transport:     s.transport,
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Del("Set-Cookie")
+		modify: func(resp *http.Response) error {
 			resp.Header.Del("WWW-Authenticate")
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			s.log.Info("boxnet: mcp upstream failed", "box", st.name, "server", name, "err", err)
-			http.Error(w, "sbx mcp: upstream unreachable", http.StatusBadGateway)
-		},
-	}
-	rp.ServeHTTP(w, r)
+		fail: fail,
+	})
 }

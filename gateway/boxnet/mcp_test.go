@@ -53,7 +53,7 @@ func TestMCPRelay(t *testing.T) {
 	pol.set("b", BoxPolicy{MCP: map[string]MCPRoute{
 		"tools": {URL: mustURL(t, up.URL+"/mcp?tenant=acme"), Headers: map[string]string{"Authorization": "Bearer mcp-secret"}},
 	}})
-	s := newTestServer(Config{Policy: pol})
+	s := newTestServer(Config{Policy: pol, PrivateUpstreams: trust(t, up.URL)})
 	base := "http://" + serveBox(t, s, "b")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -72,7 +72,13 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 	if up == nil {
 		up = &url.URL{Scheme: "https", Host: strings.TrimPrefix(DefaultModelUpstream, "https://")}
 	}
-	d.Host, d.Port = up.Hostname(), portOf(up)
+	fail := func(w http.ResponseWriter, status int, msg string) {
+		apiError(w, status, "api_error", "sbx: model "+msg)
+	}
+	v, ok := s.upstream(ctx, w, &d, up, fail)
+	if !ok {
+		return
+	}
 	if m.MaxRequests > 0 && m.Used.Requests >= m.MaxRequests {
 		deny(http.StatusTooManyRequests, "rate_limit_error", fmt.Sprintf("sbx: box %s has used its model request budget (%d of %d requests)", st.name, m.Used.Requests, m.MaxRequests))
 		return
@@ -93,8 +99,8 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 	target.RawQuery = r.URL.RawQuery
 	key := m.APIKey
 	box := st.name
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
+	s.relay(w, r, relay{d: d, v: v,
+		rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
 			pr.Out.Host = target.Host
 			stripCredentials(pr.Out.Header)
@@ -103,10 +109,7 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 			pr.Out.Header.Del("Accept-Encoding")
 			pr.Out.Header.Set("X-Api-Key", key)
 		},
-		Transport:     s.transport,
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Del("Set-Cookie")
+		modify: func(resp *http.Response) error {
 			ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 			var c usageCounter
 			switch ct {
@@ -127,12 +130,8 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request, st *boxState) {
 			}}
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			s.log.Info("boxnet: model upstream failed", "box", box, "err", err)
-			apiError(w, http.StatusBadGateway, "api_error", "sbx: model upstream unreachable")
-		},
-	}
-	rp.ServeHTTP(w, r)
+		fail: fail,
+	})
 }
 
 // modelPathAllowed reports whether the box may call this API path with the

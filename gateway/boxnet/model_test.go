@@ -74,7 +74,7 @@ func TestModelEndpointRequestBudget(t *testing.T) {
 	up := anthropictest.New(t, anthropictest.Options{APIKey: "sk-ant-real"})
 	pol := newPolicy()
 	pol.set("m", BoxPolicy{Model: &ModelRoute{Upstream: mustURL(t, up.URL), APIKey: "sk-ant-real", MaxRequests: 2}})
-	s := newTestServer(Config{Policy: pol})
+	s := newTestServer(Config{Policy: pol, PrivateUpstreams: trust(t, up.URL)})
 	base := "http://" + serveBox(t, s, "m") + "/model"
 	c := sdkClient(base)
 
@@ -125,7 +125,7 @@ func TestModelEndpointTokenBudgetAndRouting(t *testing.T) {
 	pol := newPolicy()
 	pol.set("m", BoxPolicy{Model: &ModelRoute{Upstream: mustURL(t, up.URL), APIKey: "sk-ant-real", MaxTokens: 10}})
 	pol.set("none", BoxPolicy{})
-	s := newTestServer(Config{Policy: pol})
+	s := newTestServer(Config{Policy: pol, PrivateUpstreams: trust(t, up.URL)})
 	base := "http://" + serveBox(t, s, "m") + "/model"
 	if status, typ, msg := rawModel(t, base); status != http.StatusOK {
 		t.Fatalf("first request: %d %s %s", status, typ, msg)
@@ -178,7 +178,7 @@ func TestModelEndpointStreamsUnbuffered(t *testing.T) {
 	t.Cleanup(up.Close)
 	pol := newPolicy()
 	pol.set("m", BoxPolicy{Model: &ModelRoute{Upstream: mustURL(t, up.URL), APIKey: "sk-ant-real"}})
-	s := newTestServer(Config{Policy: pol})
+	s := newTestServer(Config{Policy: pol, PrivateUpstreams: trust(t, up.URL)})
 	base := "http://" + serveBox(t, s, "m") + "/model"
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -223,7 +223,7 @@ func TestModelEndpointOnlyMessagesAPI(t *testing.T) {
 	up := anthropictest.New(t, anthropictest.Options{APIKey: "sk-ant-real"})
 	pol := newPolicy()
 	pol.set("m", BoxPolicy{Model: &ModelRoute{Upstream: mustURL(t, up.URL), APIKey: "sk-ant-real", MaxRequests: 100}})
-	s := newTestServer(Config{Policy: pol})
+	s := newTestServer(Config{Policy: pol, PrivateUpstreams: trust(t, up.URL)})
 	base := "http://" + serveBox(t, s, "m") + "/model"
 	for _, tc := range []struct{ method, path string }{
 		{"GET", "/v1/files"},

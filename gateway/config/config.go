@@ -43,6 +43,7 @@ type Config struct {
 	Git   Git   `yaml:"git"`
 	Model Model `yaml:"model"`
 	MCP   MCP   `yaml:"mcp"`
+	Net   Net   `yaml:"net"`
 	Web   Web   `yaml:"web"`
 	Store Store `yaml:"store"`
 
@@ -184,6 +185,18 @@ type MCP struct {
 type Git struct {
 	// Host is the base URL repos are cloned from and tokens probed against.
 	Host string `yaml:"host"`
+}
+
+// Net configures the box network: what the gateway may dial on a box's
+// behalf.
+type Net struct {
+	// PrivateUpstreams are the private addresses (loopback, RFC 1918, ...)
+	// the git host, the model upstream and MCP servers may have all the
+	// same: CIDR prefixes ("10.20.0.0/16"), addresses ("10.1.2.3") or
+	// address:port ("127.0.0.1:8080", "[::1]:8080"). Empty: none; every
+	// forbidden address is refused, as for the egress proxy, which this
+	// never opens.
+	PrivateUpstreams []string `yaml:"private_upstreams"`
 }
 
 // Default returns the configuration used when nothing overrides it.

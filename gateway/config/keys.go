@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/internal/sshalgo"
 )
 
@@ -171,6 +172,7 @@ var table = []field{
 	integer("model.max_requests", func(c *Config) *int { return &c.Model.MaxRequests }),
 	integer("model.max_tokens", func(c *Config) *int { return &c.Model.MaxTokens }),
 	dur("mcp.wait_max", func(c *Config) *Duration { return &c.MCP.WaitMax }),
+	list("net.private_upstreams", func(c *Config) *[]string { return &c.Net.PrivateUpstreams }),
 	dur("web.session_idle", func(c *Config) *Duration { return &c.Web.SessionIdle }),
 	dur("web.session_lifetime", func(c *Config) *Duration { return &c.Web.SessionLifetime }),
 	boolean("web.secure_cookies", func(c *Config) *bool { return &c.Web.SecureCookies }),
@@ -379,6 +381,19 @@ func (c Config) Validate() error {
 			bad("model.upstream", c.Model.Upstream, "want a base URL like https://api.anthropic.com")
 		}
 	}
+	private, err := c.PrivateUpstreams()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	// An upstream the box network would refuse: said at start, not at a
+	// box's first request. (A name is judged by its addresses at dial.)
+	for _, kv := range [][2]string{{"git.host", c.Git.Host}, {"model.upstream", c.Model.Upstream}} {
+		if u, err := url.Parse(kv[1]); err == nil && u.Host != "" {
+			if err := netpolicy.CheckUpstream(u, private); err != nil {
+				bad(kv[0], maskUserinfo(kv[1]), err.Error()+": boxes may not reach it unless net.private_upstreams lists it")
+			}
+		}
+	}
 	if c.Web.SessionIdle.D() < time.Minute || c.Web.SessionLifetime.D() < c.Web.SessionIdle.D() {
 		bad("web.session_idle", c.Web.SessionIdle.D(), "must be at least 1m and at most web.session_lifetime")
 	}
@@ -434,6 +449,15 @@ func (c Config) Validate() error {
 		msgs[i] = e.Error()
 	}
 	return errors.New(strings.Join(msgs, "; "))
+}
+
+// PrivateUpstreams parses net.private_upstreams.
+func (c Config) PrivateUpstreams() ([]netpolicy.Trust, error) {
+	t, err := netpolicy.ParseTrusts(c.Net.PrivateUpstreams)
+	if err != nil {
+		return nil, fmt.Errorf("config: net.private_upstreams: %w", err)
+	}
+	return t, nil
 }
 
 // TrustedProxyPrefixes parses http.trusted_proxies; a bare address is a

@@ -133,7 +133,7 @@ type BoxOut struct {
 	Question string    `json:"question,omitempty" jsonschema:"the agent's pending question (state waiting)"`
 	Reason   string    `json:"reason,omitempty" jsonschema:"why the box failed, or how it last woke"`
 	Repos    []RepoOut `json:"repos"`
-	Allow    []string  `json:"allow" jsonschema:"extra egress domains the box may reach"`
+	Allow    []string  `json:"allow" jsonschema:"extra egress domains the box may reach: example.com or *.example.com on ports 80 and 443, example.com:8443 for another port"`
 	Keep     bool      `json:"keep" jsonschema:"exempt from the sleep TTL"`
 	Created  string    `json:"created"`
 	Updated  string    `json:"updated"`

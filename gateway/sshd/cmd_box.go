@@ -74,7 +74,7 @@ func (c *call) newCmd() *cobra.Command {
 	var ref, agentName string
 	var keep, asJSON bool
 	cmd := &cobra.Command{
-		Use:     "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN]… [--keep] TASK…",
+		Use:     "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] TASK…",
 		Short:   "Delegate a task to a new box",
 		GroupID: groupBoxes,
 		Args:    cobra.ArbitraryArgs,
@@ -105,7 +105,7 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&repos, "repo", nil, "a repository (owner/name or https URL); repeat for more")
 	cmd.Flags().StringVar(&ref, "ref", "", "branch, tag or commit of the repositories (default: their default branch)")
 	cmd.Flags().StringVar(&agentName, "agent", "", "agent profile: claude (default) or script")
-	cmd.Flags().StringArrayVar(&allow, "allow", nil, "an extra egress domain the box may reach; repeat for more")
+	cmd.Flags().StringArrayVar(&allow, "allow", nil, "an extra egress domain the box may reach (example.com, *.example.com; ports 80 and 443, or example.com:8443); repeat for more")
 	cmd.Flags().BoolVar(&keep, "keep", false, "never destroy the box while it sleeps")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -453,7 +453,7 @@ func (c *call) rmCmd() *cobra.Command {
 
 func (c *call) allowCmd() *cobra.Command {
 	var set, asJSON bool
-	cmd := c.boxCmd("allow [--set] BOX [DOMAIN…]", "Add egress domains a box may reach (--set: replace the list; no domains: show it)",
+	cmd := c.boxCmd("allow [--set] BOX [DOMAIN[:PORT]…]", "Add egress domains a box may reach, on ports 80 and 443 or DOMAIN:PORT (--set: replace the list; no domains: show it)",
 		cobra.MinimumNArgs(1),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, domains []string) error {
 			b, err := f.Get(cmd.Context(), c.actor, box)
