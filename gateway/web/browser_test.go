@@ -303,12 +303,16 @@ func TestBrowserConsole(t *testing.T) {
 		br.do("open "+p, chromedp.Navigate(c.URL+p), chromedp.WaitVisible(chromedp.CSS("main")))
 		br.clean(p)
 	}
-	// Create an API key: shown once.
+	// Create a read-only API key: shown once, with the scope chosen.
 	br.do("settings", chromedp.Navigate(c.URL+"/settings"), chromedp.SendKeys(chromedp.CSS("#key-name"), "browser"),
+		chromedp.Click(chromedp.CSS(`input[name=scope][value=read]`)),
 		chromedp.Click(chromedp.CSS("#key-create")), chromedp.WaitVisible(chromedp.CSS("#new-token")))
 	br.eval(`document.querySelector('#new-token').innerText`, &text)
 	if _, err := keys.ParseToken(strings.TrimSpace(text)); err != nil {
 		t.Errorf("new API key %q: %v", text, err)
+	}
+	if _, k, err := c.svc.UserByAPIKey(context.Background(), strings.TrimSpace(text)); err != nil || strings.Join(k.Scopes, ",") != "read" {
+		t.Errorf("the key made with the read scope has %v (%v)", k.Scopes, err)
 	}
 	br.clean("settings after key")
 	// Delegate through the form (a plain POST and redirect).

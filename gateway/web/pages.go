@@ -315,7 +315,7 @@ func (s *Server) settingsData(r *http.Request, newToken string) (views.Settings,
 		}
 	}
 	var err error
-	if st.APIKeys, err = s.Identity.APIKeys(r.Context(), c.User.Name); err != nil {
+	if st.APIKeys, err = s.Identity.APIKeys(r.Context(), c.actor(), c.User.Name); err != nil {
 		return st, err
 	}
 	if st.Sessions, err = s.Identity.WebSessions(r.Context(), c.actor(), c.User.Name); err != nil {
@@ -442,7 +442,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "web-" + s.now().UTC().Format("20060102-150405")
 	}
-	token, _, err := s.Identity.CreateAPIKey(r.Context(), c.actor(), c.User.Name, name, nil, ttl)
+	token, _, err := s.Identity.CreateAPIKey(r.Context(), c.actor(), c.User.Name, name, r.PostForm["scope"], ttl)
 	if err != nil {
 		s.failPage(w, r, err)
 		return
