@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/internal/termtext"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm/agent"
 )
@@ -88,7 +89,7 @@ type scpRun struct {
 func (c *call) scp(args []string) int {
 	o, err := parseSCP(args)
 	if err != nil {
-		fmt.Fprintln(c.sess.Stderr(), "error: "+err.Error())
+		fmt.Fprintln(c.sess.Stderr(), "error: "+termtext.String(oneLine(err.Error())))
 		return 1
 	}
 	f, err := c.fleet()
@@ -121,13 +122,15 @@ func (c *call) scp(args []string) int {
 // errSCPProtocol ends a transfer whose peer broke the protocol.
 var errSCPProtocol = errors.New("scp: protocol error")
 
+// fatal and warning send an error line the client prints on the user's
+// terminal: it can quote box text, so it is sanitized like command output.
 func (r *scpRun) fatal(err error) {
-	fmt.Fprintf(r.out, "\x02scp: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(r.out, "\x02scp: %s\n", termtext.String(oneLine(err.Error())))
 }
 
 func (r *scpRun) warning(err error) {
 	r.warn++
-	fmt.Fprintf(r.out, "\x01scp: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(r.out, "\x01scp: %s\n", termtext.String(oneLine(err.Error())))
 }
 
 func (r *scpRun) ack() { _, _ = r.out.Write([]byte{0}) }
