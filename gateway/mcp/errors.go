@@ -49,9 +49,6 @@ type toolError struct {
 func (e *toolError) Error() string { return e.msg }
 func (e *toolError) Unwrap() error { return e.err }
 
-// denied is a refusal by a rule (scope, role).
-func denied(msg string) error { return &toolError{msg: msg, result: audit.ResultDenied} }
-
 // invalid is bad input caught by this front before the core.
 func invalid(msg string) error {
 	return &toolError{msg: msg + ". Fix the argument and call again.", result: audit.ResultError, err: fleet.ErrInvalid}

@@ -189,14 +189,6 @@ func wantToolError(t testing.TB, res *sdk.CallToolResult, want ...string) {
 var allTools = []string{"delegate", "list", "status", "watch", "answer", "inbox", "diff", "list_artifacts",
 	"read_artifact", "keep", "sleep", "wake", "teardown"}
 
-// minimalArgs are valid arguments for every tool.
-var minimalArgs = map[string]map[string]any{
-	"delegate": {"task": "x"}, "list": {}, "status": {"box": "b1"}, "watch": {"box": "b1"},
-	"answer": {"box": "b1", "text": "y"}, "inbox": {"box": "b1"}, "diff": {"box": "b1"},
-	"list_artifacts": {"box": "b1"}, "read_artifact": {"box": "b1", "path": "f"}, "keep": {"box": "b1"},
-	"sleep": {"box": "b1"}, "wake": {"box": "b1"}, "teardown": {"box": "b1"},
-}
-
 var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown"}
 
 func TestToolsListedInBothModes(t *testing.T) {
