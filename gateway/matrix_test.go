@@ -3,18 +3,13 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -27,6 +22,7 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/gateway/web"
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
 )
 
@@ -123,18 +119,8 @@ func (m *matrix) setUp(ctx context.Context) {
 	alice := m.g.alice
 	m.bob = keys.Actor{User: "bob", Role: keys.RoleOperator, Front: "test"}
 	m.ada = keys.Actor{User: "ada", Role: keys.RoleAdmin, Front: "test"}
-	dir := t.TempDir()
-	newSSHKey := func(name string) (file, authorized string) {
-		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		blk, err := gossh.MarshalPrivateKey(priv, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		file = filepath.Join(dir, name)
-		if err := os.WriteFile(file, pem.EncodeToMemory(blk), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		signer, _ := gossh.NewSignerFromKey(priv)
+	newSSHKey := func(string) (file, authorized string) {
+		file, signer := testutil.OpenSSHKey(t)
 		return file, string(gossh.MarshalAuthorizedKey(signer.PublicKey()))
 	}
 	// SSH: alice's own key, a removed key of hers, an unknown key, bob's,
