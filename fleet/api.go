@@ -129,19 +129,21 @@ func (f *Fleet) Exec(ctx context.Context, caller keys.Actor, name string, req ag
 	return f.exec(ctx, caller, name, req)
 }
 
-// Stat describes path under the box's /workspace.
-func (f *Fleet) Stat(ctx context.Context, caller keys.Actor, name, path string) (agent.FileInfo, error) {
+// Stat describes path under the box's /workspace (name and link
+// redacted). Like every file operation it never wakes the box: a sleeping
+// one answers ErrConflict.
+func (f *Fleet) Stat(ctx context.Context, caller keys.Actor, name, path string) (FileInfo, error) {
 	return f.stat(ctx, caller, name, path)
 }
 
-// ReadDir lists a directory under the box's /workspace.
-func (f *Fleet) ReadDir(ctx context.Context, caller keys.Actor, name, path string) ([]agent.FileInfo, error) {
+// ReadDir lists a directory under the box's /workspace, names redacted.
+func (f *Fleet) ReadDir(ctx context.Context, caller keys.Actor, name, path string) ([]FileInfo, error) {
 	return f.readDir(ctx, caller, name, path)
 }
 
-// Artifact streams a file from the box's /workspace: text (by content
-// sniff, whatever the extension) redacted, binary byte-exact.
-func (f *Fleet) Artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, agent.FileInfo, error) {
+// Artifact streams a file from the box's /workspace, redacted: text and
+// binary alike, so its length may differ from FileInfo.Size.
+func (f *Fleet) Artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, FileInfo, error) {
 	return f.artifact(ctx, caller, name, path)
 }
 

@@ -473,9 +473,28 @@ func (f *Fleet) runIn(ctx context.Context, vmName string, req agent.ExecRequest,
 		return so.String(), err
 	}
 	if st.Code != 0 {
-		return so.String() + out.String(), fmt.Errorf("%s exited %d%s", req.Argv[0], st.Code, sig(st.Signal))
+		return so.String() + out.String(), &exitError{fmt.Sprintf("%s exited %d%s", req.Argv[0], st.Code, sig(st.Signal))}
 	}
 	return so.String(), nil
+}
+
+// exitError is a command in a box that ran and failed: what the box holds
+// decided it, unlike a failure to reach the box.
+type exitError struct{ msg string }
+
+func (e *exitError) Error() string { return e.msg }
+
+// lastLine is the last non-empty line of a command's output, clipped, for
+// a message.
+func lastLine(out string) string {
+	out = strings.TrimSpace(out)
+	if i := strings.LastIndexByte(out, '\n'); i >= 0 {
+		out = out[i+1:]
+	}
+	if r := []rune(out); len(r) > 200 {
+		out = string(r[:200]) + "…"
+	}
+	return out
 }
 
 func sig(s string) string {

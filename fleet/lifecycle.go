@@ -44,15 +44,22 @@ func (f *Fleet) diff(ctx context.Context, caller keys.Actor, name string) (Diff,
 		return Diff{}, f.safeErr(err)
 	}
 	defer rt.mu.Unlock()
-	if _, err := f.machine(ctx, caller, &rec); err != nil {
+	// A diff only reads: a sleeping box stays asleep and says so.
+	if err := awake(rec); err != nil {
 		return Diff{}, f.safeErr(err)
 	}
 	d := Diff{Files: []FileStat{}}
 	var patch strings.Builder
 	for _, r := range rec.Repos {
 		out, err := f.run(ctx, rec.VM, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", diffScript, "sh", "/workspace/" + r.Dir, r.Base}})
+		var exit *exitError
+		if errors.As(err, &exit) {
+			// The repo in the box is gone or broken (the agent or a user
+			// removed it): the box's state, not a fault of sbx.
+			return Diff{}, f.safeErr(fmt.Errorf("diff of %s: the repo in the box cannot be diffed (%s): %w", r.Name, lastLine(out), ErrConflict))
+		}
 		if err != nil {
-			return Diff{}, f.safeErr(fmt.Errorf("diff of %s: %w", r.Name, err))
+			return Diff{}, f.safeErr(fmt.Errorf("diff of %s: %w", r.Name, vmErr(err)))
 		}
 		stat, p, _ := strings.Cut(out, "\x00")
 		for _, line := range strings.Split(strings.TrimSpace(stat), "\n") {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+	"time"
 
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/keys"
@@ -16,20 +17,33 @@ import (
 )
 
 // machine makes sure the box's machine runs, waking it when it sleeps; woke
-// says whether it had to. The caller holds the box's lock.
+// says whether it had to. Only the actions that act on a box (exec and
+// attach, ask; answer and follow-up wake in answerLocked) call it: what only
+// reads uses awake instead. The caller holds the box's lock.
 func (f *Fleet) machine(ctx context.Context, caller keys.Actor, rec *record) (woke bool, err error) {
-	switch rec.State {
-	case Sleeping:
+	if rec.State == Sleeping {
 		if err := f.wakeLocked(ctx, caller, rec); err != nil {
 			return false, err
 		}
 		return true, nil
+	}
+	return false, awake(*rec)
+}
+
+// awake refuses a box whose machine does not run. The read paths (files,
+// artifacts, diff) use it: reading never changes a box, so a sleeping box
+// says so rather than being woken by a read-scoped key.
+func awake(rec record) error {
+	switch rec.State {
 	case Running, Waiting, Done:
-		return false, nil
+		return nil
+	case Sleeping:
+		return fmt.Errorf("box %q is asleep, and reading does not wake it: wake it first (ssh <gateway> wake %s, the console's Wake button or the MCP wake tool): %w",
+			rec.Name, rec.Name, ErrConflict)
 	case Creating:
-		return false, fmt.Errorf("box %q is still being set up: %w", rec.Name, ErrConflict)
+		return fmt.Errorf("box %q is still being set up: %w", rec.Name, ErrConflict)
 	default:
-		return false, fmt.Errorf("box %q has %s (%s): %w", rec.Name, rec.State, rec.Reason, ErrConflict)
+		return fmt.Errorf("box %q has %s (%s): %w", rec.Name, rec.State, rec.Reason, ErrConflict)
 	}
 }
 
@@ -69,53 +83,133 @@ func firstWord(argv []string) string {
 	return argv[0]
 }
 
-// withMachine runs fn on the box's machine name, waking it if needed.
+// withMachine runs fn on the box's machine name. It never wakes the box:
+// the file operations (reads and writes alike) work on a box that runs and
+// answer ErrConflict on a sleeping one, so listing or fetching a file
+// changes no box's state.
 func (f *Fleet) withMachine(ctx context.Context, caller keys.Actor, name string, fn func(vmName string) error) error {
 	rec, rt, err := f.lockBox(ctx, caller, name)
 	if err != nil {
 		return f.safeErr(err)
 	}
 	defer rt.mu.Unlock()
-	if _, err := f.machine(ctx, caller, &rec); err != nil {
+	if err := awake(rec); err != nil {
 		return f.safeErr(err)
 	}
 	return f.safeErr(fileErr(fn(rec.VM)))
 }
 
-// fileErr maps the vm's file errors to the core's.
+// fileErr maps the vm's file errors to the core's: whatever the caller can
+// get wrong about a path (missing, outside /workspace, a file where a
+// directory is wanted, a name too long, not a regular file) is ErrNotFound
+// or ErrInvalid, so every front answers it as the caller's mistake. The
+// message is the guest's own ("readdir a.txt: not a directory").
 func fileErr(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, agent.ErrEscape), errors.Is(err, fs.ErrInvalid):
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	return err
+	var kind error
+	switch {
+	case errors.Is(err, agent.ErrEscape), errors.Is(err, fs.ErrInvalid):
+		kind = ErrInvalid
+	case errors.Is(err, fs.ErrNotExist):
+		kind = ErrNotFound
+	case errors.Is(err, fs.ErrPermission):
+		kind = ErrForbidden
+	case errors.Is(err, fs.ErrExist):
+		kind = ErrConflict
+	default:
+		return err
+	}
+	msg := err.Error()
+	if ae := (*agent.Error)(nil); errors.As(err, &ae) {
+		msg = ae.Msg
+	}
+	return &pathError{msg: msg + ": " + kind.Error(), errs: []error{kind, err}}
 }
 
-func (f *Fleet) stat(ctx context.Context, caller keys.Actor, name, path string) (fi agent.FileInfo, err error) {
-	err = f.withMachine(ctx, caller, name, func(m string) error {
+// pathError is a file error in the caller's words, matching both the core's
+// kind and the vm's original error.
+type pathError struct {
+	msg  string
+	errs []error
+}
+
+func (e *pathError) Error() string   { return e.msg }
+func (e *pathError) Unwrap() []error { return e.errs }
+
+// FileInfo describes a file under a box's /workspace as fronts see it. Its
+// name and symlink target come from the box, so they are redacted like every
+// other text from it. A name that held a secret is shown with the secret
+// replaced, and Redacted says so: the shown name opens nothing (the core
+// never maps a redacted name back to the file it came from), so no bytes
+// leave a box under a name the redactor did not pass.
+type FileInfo struct {
+	Name redact.Safe
+	// Link is a symlink's target.
+	Link redact.Safe
+	// Size is the file's size in the box. The bytes Artifact serves are
+	// redacted and may be fewer or more: a front counts what it sends and
+	// never announces Size as their length.
+	Size    int64
+	Mode    fs.FileMode
+	ModTime time.Time
+	// Redacted: Name is not the file's name in the box (it held a secret).
+	Redacted bool
+}
+
+// IsDir reports whether fi is a directory.
+func (fi FileInfo) IsDir() bool { return fi.Mode.IsDir() }
+
+// fileInfo is the front's view of a vm FileInfo: name and link redacted.
+func (f *Fleet) fileInfo(fi agent.FileInfo) FileInfo {
+	name, link := f.red.String(fi.Name), f.red.String(fi.Link)
+	return FileInfo{Name: name, Link: link, Size: fi.Size, Mode: fi.Mode, ModTime: fi.ModTime,
+		Redacted: name.String() != fi.Name}
+}
+
+func (f *Fleet) stat(ctx context.Context, caller keys.Actor, name, path string) (FileInfo, error) {
+	var fi agent.FileInfo
+	err := f.withMachine(ctx, caller, name, func(m string) (err error) {
 		fi, err = f.vm.Stat(ctx, m, path)
 		return err
 	})
-	return fi, err
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return f.fileInfo(fi), nil
 }
 
-func (f *Fleet) readDir(ctx context.Context, caller keys.Actor, name, path string) (list []agent.FileInfo, err error) {
-	err = f.withMachine(ctx, caller, name, func(m string) error {
+func (f *Fleet) readDir(ctx context.Context, caller keys.Actor, name, path string) ([]FileInfo, error) {
+	var list []agent.FileInfo
+	err := f.withMachine(ctx, caller, name, func(m string) (err error) {
 		list, err = f.vm.ReadDir(ctx, m, path)
 		return err
 	})
-	return list, err
+	if err != nil {
+		return nil, err
+	}
+	out := make([]FileInfo, len(list))
+	for i, fi := range list {
+		out[i] = f.fileInfo(fi)
+	}
+	return out, nil
 }
 
-// artifactSniff is how much of a file decides text or binary.
-const artifactSniff = 8 << 10
-
-func (f *Fleet) artifact(ctx context.Context, caller keys.Actor, name, path string) (rc io.ReadCloser, fi agent.FileInfo, err error) {
-	err = f.withMachine(ctx, caller, name, func(m string) error {
+// artifact streams a file out of the box through the redactor: text and
+// binary alike, every byte. Redacting a binary changes its bytes where a
+// secret or something credential-shaped sits (an archive or a program that
+// held one no longer checks out): that is the point, since a box can put a
+// secret in a file with a NUL in front as easily as in a text file. Known
+// secrets are matched byte-exact, so one embedded in binary data is found;
+// the credential patterns apply too. The stream's length may differ from
+// FileInfo.Size.
+func (f *Fleet) artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, FileInfo, error) {
+	var (
+		fi agent.FileInfo
+		rc io.ReadCloser
+	)
+	err := f.withMachine(ctx, caller, name, func(m string) (err error) {
 		if fi, err = f.vm.Stat(ctx, m, path); err != nil {
 			return err
 		}
@@ -126,31 +220,11 @@ func (f *Fleet) artifact(ctx context.Context, caller keys.Actor, name, path stri
 		return err
 	})
 	if err != nil {
-		return nil, fi, err
+		return nil, FileInfo{}, err
 	}
 	_ = f.audit.Record(ctx, f.entry(caller, "box.artifact", name+":"+path))
-	return f.sniffed(rc), fi, nil
+	return readCloser{f.red.NewReader(rc), rc}, f.fileInfo(fi), nil
 }
-
-// sniffed redacts a text file as it streams and passes a binary one
-// byte-exact; the first 8 KiB decide (by content, never by extension).
-func (f *Fleet) sniffed(rc io.ReadCloser) io.ReadCloser {
-	head := make([]byte, artifactSniff)
-	n, err := io.ReadFull(rc, head)
-	head = head[:n]
-	rest := io.MultiReader(strings.NewReader(string(head)), rc)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		rest = io.MultiReader(strings.NewReader(string(head)), errReader{err})
-	}
-	if redact.IsText(head) {
-		return readCloser{f.red.NewReader(rest), rc}
-	}
-	return readCloser{rest, rc}
-}
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 type readCloser struct {
 	io.Reader

@@ -28,9 +28,8 @@
 //     secret is covered at once; otherwise the list reloads lazily every 60 s.
 //   - Every value the core hands a front that came from inside a box, or
 //     could contain a secret, is a Safe: a box's task, question, answer, log
-//     lines, diff (String or Bytes), MCP tool results (JSON), text artifacts
-//     (Artifact, which sniffs content with IsText), audit details, and error
-//     messages (Error). Fronts take Safe in their signatures and render
+//     lines, diff (String or Bytes), MCP tool results (JSON), file names
+//     and symlink targets, audit details, and error messages (Error). Fronts take Safe in their signatures and render
 //     Safe.String(); they never see the raw text, so a new route cannot
 //     forget to redact.
 //   - Live streams (SSE, the TUI, logs -f) are redacted once, at the source,
@@ -43,8 +42,11 @@
 //     held bytes and the key state live in it. Never redact a stream line by
 //     line with String: a private key spans lines, and a token split across
 //     two reads would pass.
-//   - Binary artifacts are served byte-exact. Call Contains first if the
-//     front should warn about or refuse a binary that holds a secret.
+//   - Artifacts, text and binary alike, stream through NewReader. A binary
+//     that held a secret or a credential-shaped string comes out changed
+//     there: that is the point. Known secrets are matched byte-exact, so one
+//     embedded in binary data (after a NUL byte, inside an archive stored
+//     uncompressed) is found. IsText only decides how content is shown.
 //
 // # Limits
 //

@@ -188,9 +188,7 @@ func (r *Redactor) Bytes(b []byte) Safe {
 	return Safe{string(out)}
 }
 
-// Contains reports whether b holds anything the redactor would replace. Use
-// it on binary artifacts, which are served byte-exact, to flag or refuse
-// them.
+// Contains reports whether b holds anything the redactor would replace.
 func (r *Redactor) Contains(b []byte) bool {
 	spans, _, key := r.current().scan(b, nil, true, false, &scratch{})
 	return key >= 0 || len(spans) > 0

@@ -2,10 +2,10 @@ package redact
 
 // IsText reports whether b is text by content, whatever its file name says:
 // no NUL byte and at most 1 in 10 bytes a control character other than
-// tab, line feeds, backspace and escape. It leans towards text on purpose:
-// redaction is the identity on text without credentials, so calling a
-// NUL-free binary "text" costs nothing unless it holds a credential, while
-// calling a text file "binary" would skip redaction.
+// tab, line feeds, backspace and escape. It decides only how content is
+// presented (text or a blob): redaction never depends on it, since binary
+// content is redacted like text (a secret after a NUL byte is still a
+// secret).
 func IsText(b []byte) bool {
 	ctl := 0
 	for _, c := range b {
@@ -17,16 +17,4 @@ func IsText(b []byte) bool {
 		}
 	}
 	return ctl*10 <= len(b)
-}
-
-// Artifact applies the artifact policy to a file's content: text (by
-// content, so .env, .pem and extensionless files count, and a renamed
-// "image.png" full of text too) is redacted; binary is returned byte-exact.
-// Check binaries with Contains before serving them if they may carry
-// secrets.
-func (r *Redactor) Artifact(b []byte) Safe {
-	if IsText(b) {
-		return r.Bytes(b)
-	}
-	return Safe{string(b)}
 }

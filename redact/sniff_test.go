@@ -6,6 +6,7 @@ import (
 	"context"
 	"image"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,9 +56,8 @@ func TestIsText(t *testing.T) {
 }
 
 // TestRegressionArtifactUnknownExtension: text artifacts with an unknown or
-// no extension (.env, .pem, extensionless) once bypassed redaction. The
-// decision is by content, so a text file renamed .png is redacted too, and
-// binaries stay byte-exact.
+// no extension (.env, .pem, extensionless) once bypassed redaction. Every
+// artifact streams through the redactor now, whatever its name or content.
 func TestRegressionArtifactUnknownExtension(t *testing.T) {
 	r := testRedactor(t)
 	dir := t.TempDir()
@@ -74,11 +74,16 @@ func TestRegressionArtifactUnknownExtension(t *testing.T) {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(path)
+		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := r.Artifact(b).String()
+		b, err := io.ReadAll(r.NewReader(f))
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(b)
 		if strings.Contains(got, ghpToken) || strings.Contains(got, knownLong) || strings.Contains(got, "hunter2") ||
 			strings.Contains(got, "b3BlbnNzaC1rZXkt") {
 			t.Errorf("%s: secret survived: %q", name, got)
@@ -87,16 +92,79 @@ func TestRegressionArtifactUnknownExtension(t *testing.T) {
 			t.Errorf("%s: unchanged", name)
 		}
 	}
+}
 
-	// A binary is served byte-exact, even with a secret inside, and
-	// Contains lets the caller flag it.
-	bin := append(pngBytes(t), []byte(knownLong)...)
-	if got := r.Artifact(bin).Bytes(); !bytes.Equal(got, bin) {
-		t.Error("binary artifact altered")
+// TestBinaryRedaction: binary content is redacted like text (issue 15: a
+// file whose first bytes looked binary was served byte for byte). A known
+// secret inside binary data is matched byte-exact, the credential patterns
+// apply, the bytes around a match are untouched, and a binary without
+// anything to redact comes out byte-exact, at any chunking.
+func TestBinaryRedaction(t *testing.T) {
+	r := testRedactor(t)
+	png := pngBytes(t)
+	noise := make([]byte, 300<<10)
+	for i := range noise {
+		noise[i] = byte(i*131 + i>>8)
 	}
-	if !r.Contains(bin) || r.Contains(pngBytes(t)) {
-		t.Error("Contains wrong on binaries")
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	cases := []struct {
+		name    string
+		in      []byte
+		secrets []string // must be gone
+		keep    [][]byte // must survive (the bytes around a match)
+	}{
+		{"NUL then a known secret", cat([]byte{0}, []byte(knownLong)), []string{knownLong}, [][]byte{{0}}},
+		{"NUL then a GitHub token", cat([]byte{0}, []byte(ghpToken)), []string{ghpToken}, [][]byte{{0}}},
+		{"known secret inside a PNG", cat(png, []byte(knownLong), png), []string{knownLong}, [][]byte{png}},
+		{"token inside a gzip stored beside", cat(gzipBytes(t, "x"), []byte{0, 0xff}, []byte(ghpToken), []byte{0xfe, 0}), []string{ghpToken}, nil},
+		{"short known secret between NULs", cat([]byte{0, 0}, []byte(knownShort), []byte{0, 0}), []string{knownShort}, [][]byte{{0, 0}}},
+		{"secret deep in 300 KiB of noise", cat(noise, []byte{0}, []byte(knownLong), []byte{0}, noise), []string{knownLong}, [][]byte{noise[:4096], noise[len(noise)-4096:]}},
 	}
+	for _, c := range cases {
+		for _, chunk := range []int{1, 7, 4096, 1 << 20} {
+			got, err := io.ReadAll(r.NewReader(iotestChunks(c.in, chunk)))
+			if err != nil {
+				t.Fatalf("%s/%d: %v", c.name, chunk, err)
+			}
+			for _, s := range c.secrets {
+				if bytes.Contains(got, []byte(s)) {
+					t.Errorf("%s/%d: %q survived", c.name, chunk, s)
+				}
+			}
+			for _, k := range c.keep {
+				if !bytes.Contains(got, k) {
+					t.Errorf("%s/%d: the bytes around the match were changed", c.name, chunk)
+				}
+			}
+			if !bytes.Contains(got, []byte(ellipsis)) {
+				t.Errorf("%s/%d: no replacement", c.name, chunk)
+			}
+		}
+	}
+	// Nothing to redact: byte-exact.
+	for _, in := range [][]byte{png, noise, gzipBytes(t, strings.Repeat("plain text ", 1000))} {
+		got, err := io.ReadAll(r.NewReader(bytes.NewReader(in)))
+		if err != nil || !bytes.Equal(got, in) {
+			t.Errorf("a binary with nothing to redact changed (%d → %d bytes, %v)", len(in), len(got), err)
+		}
+	}
+}
+
+// iotestChunks reads b n bytes at a time.
+func iotestChunks(b []byte, n int) io.Reader { return &chunked{b: b, n: n} }
+
+type chunked struct {
+	b []byte
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.b)
+	c.b = c.b[k:]
+	return k, nil
 }
 
 // fineGrained is a known secret with no recognisable shape.

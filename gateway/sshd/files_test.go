@@ -148,47 +148,83 @@ func TestParseSCP(t *testing.T) {
 	}
 }
 
-// TestStreamReaderAt: reads arriving out of order, as an SFTP client's
-// parallel requests do, get the stream's bytes.
-func TestStreamReaderAt(t *testing.T) {
+// TestSpool: reads arriving out of order and ahead of the stream, as an
+// SFTP client's parallel requests do, get the stream's bytes, far behind
+// the newest read too; the size is the stream's length; a cap stops it.
+func TestSpool(t *testing.T) {
 	data := make([]byte, 13<<20)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	r := newStreamReaderAt(io.NopCloser(bytes.NewReader(data)))
-	r.window = 3 << 20 // compaction happens several times
+	pr, pw := io.Pipe()
+	go func() {
+		// Trickle the stream in so that reads wait for their bytes.
+		for off := 0; off < len(data); off += 1 << 20 {
+			if _, err := pw.Write(data[off:min(off+1<<20, len(data))]); err != nil {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		pw.Close()
+	}()
+	sp, err := newSpool(pr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
 	const chunk = 32 << 10
 	offs := make([]int64, 0, len(data)/chunk+1)
 	for off := int64(0); off < int64(len(data)); off += chunk {
 		offs = append(offs, off)
 	}
-	// Shuffle within windows of 64 requests, like a client's in-flight set.
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < len(offs); i += 64 {
-		w := offs[i:min(i+64, len(offs))]
-		rng.Shuffle(len(w), func(a, b int) { w[a], w[b] = w[b], w[a] })
-	}
+	rng.Shuffle(len(offs), func(a, b int) { offs[a], offs[b] = offs[b], offs[a] })
 	got := make([]byte, len(data))
-	// Each window of requests runs concurrently and finishes before the
-	// next starts: the disorder stays within what a client keeps in flight
-	// (64 × 32 KiB here), as it does on the wire.
-	for i := 0; i < len(offs); i += 64 {
-		var wg sync.WaitGroup
-		for _, off := range offs[i:min(i+64, len(offs))] {
-			wg.Go(func() {
-				n, err := r.ReadAt(got[off:min(off+chunk, int64(len(got)))], off)
-				if err != nil && !(errors.Is(err, io.EOF) && off+int64(n) == int64(len(data))) {
-					t.Errorf("ReadAt %d: %d %v", off, n, err)
-				}
-			})
-		}
-		wg.Wait()
+	var wg sync.WaitGroup
+	for _, off := range offs {
+		wg.Go(func() {
+			n, err := sp.ReadAt(got[off:min(off+chunk, int64(len(got)))], off)
+			if err != nil && !(errors.Is(err, io.EOF) && off+int64(n) == int64(len(data))) {
+				t.Errorf("ReadAt %d: %d %v", off, n, err)
+			}
+		})
 	}
+	wg.Wait()
 	if !bytes.Equal(got, data) {
 		t.Fatal("out-of-order reads did not reassemble the stream")
 	}
-	if n, err := r.ReadAt(make([]byte, 10), int64(len(data))); n != 0 || !errors.Is(err, io.EOF) {
+	if n, err := sp.ReadAt(make([]byte, 10), int64(len(data))); n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("read at the end: %d %v", n, err)
+	}
+	if n, err := sp.Size(); n != int64(len(data)) || err != nil {
+		t.Fatalf("Size = %d %v, want %d", n, err, len(data))
+	}
+
+	capped, err := newSpool(io.NopCloser(bytes.NewReader(data)), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capped.Close()
+	if _, err := capped.Size(); !errors.Is(err, fleet.ErrLimit) {
+		t.Fatalf("a spool past its cap: %v, want ErrLimit", err)
+	}
+	// Closing mid-stream ends the copy and the reads waiting on it.
+	pr2, _ := io.Pipe()
+	open, err := newSpool(pr2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() { _, err := open.ReadAt(make([]byte, 1), 0); waiting <- err }()
+	time.Sleep(10 * time.Millisecond)
+	open.Close()
+	select {
+	case err := <-waiting:
+		if err == nil {
+			t.Fatal("a read of a closed spool got bytes")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a read still waits after Close")
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/internal/termtext"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // Legacy scp (`scp -O`): a minimal source (-f) and sink (-t) of the rcp
@@ -23,8 +21,9 @@ import (
 // core confines them to /workspace. Names in the protocol are checked: a
 // sink never accepts "/" or ".." in a name the client sends.
 
-// scpMaxSpool caps what a text file may grow to while it is redacted: scp
-// announces a size before the bytes, so a file is spooled first.
+// scpMaxSpool caps a file sent by scp: scp announces a size before the
+// bytes, and the size of redacted content is known only once it is all
+// read, so a file is spooled whole first.
 const scpMaxSpool = 1 << 30
 
 // scpOpts is a parsed `scp` command line as OpenSSH's client sends it.
@@ -201,10 +200,15 @@ func (r *scpRun) glob(box, rel string) ([]string, error) {
 				continue
 			}
 			for _, fi := range list {
-				if ok, err := path.Match(seg, fi.Name); err != nil {
+				name := fi.Name.String()
+				if ok, err := path.Match(seg, name); err != nil {
 					return nil, fmt.Errorf("%s: bad pattern: %w", rel, fleet.ErrInvalid)
-				} else if ok && (fi.Name[0] != '.' || seg[0] == '.') {
-					next = append(next, path.Join(d, fi.Name))
+				} else if ok && (name[0] != '.' || seg[0] == '.') {
+					if fi.Redacted {
+						r.warning(redactedName(box, path.Join(d, name)))
+						continue
+					}
+					next = append(next, path.Join(d, name))
 				}
 			}
 		}
@@ -237,7 +241,13 @@ func (r *scpRun) sendPath(box, rel string) error {
 	return r.sendFile(box, rel, fi)
 }
 
-func (r *scpRun) sendTimes(fi agent.FileInfo) error {
+// redactedName is the warning for a listed file whose name held a secret:
+// the name shown opens nothing, so it is not sent.
+func redactedName(box, rel string) error {
+	return fmt.Errorf("%s/%s: name redacted (it held a secret): not sent", box, rel)
+}
+
+func (r *scpRun) sendTimes(fi fleet.FileInfo) error {
 	if !r.o.times {
 		return nil
 	}
@@ -246,7 +256,7 @@ func (r *scpRun) sendTimes(fi agent.FileInfo) error {
 	return r.readAck()
 }
 
-func (r *scpRun) sendDir(box, rel string, fi agent.FileInfo) error {
+func (r *scpRun) sendDir(box, rel string, fi fleet.FileInfo) error {
 	ctx := r.c.sess.Context()
 	list, err := r.f.ReadDir(ctx, r.actor(), box, rel)
 	if err != nil {
@@ -265,7 +275,11 @@ func (r *scpRun) sendDir(box, rel string, fi agent.FileInfo) error {
 		return err
 	}
 	for _, e := range list {
-		if err := r.sendPath(box, path.Join(rel, e.Name)); err != nil {
+		if e.Redacted {
+			r.warning(redactedName(box, path.Join(rel, e.Name.String())))
+			continue
+		}
+		if err := r.sendPath(box, path.Join(rel, e.Name.String())); err != nil {
 			return err
 		}
 	}
@@ -273,31 +287,24 @@ func (r *scpRun) sendDir(box, rel string, fi agent.FileInfo) error {
 	return r.readAck()
 }
 
-func (r *scpRun) sendFile(box, rel string, fi agent.FileInfo) error {
+func (r *scpRun) sendFile(box, rel string, fi fleet.FileInfo) error {
 	ctx := r.c.sess.Context()
 	rc, _, err := r.f.Artifact(ctx, r.actor(), box, rel)
 	if err != nil {
 		r.warning(err)
 		return nil
 	}
-	defer rc.Close()
-	// The redacted size is only known once read: spool it.
-	spool, err := os.CreateTemp("", "sbx-scp-*")
+	// The record announces the length of the redacted bytes, which only
+	// the whole spool knows.
+	sp, err := newSpool(rc, scpMaxSpool)
 	if err != nil {
-		return fmt.Errorf("scp spool: %w", err)
+		return fmt.Errorf("scp: %w", err)
 	}
-	defer os.Remove(spool.Name())
-	defer spool.Close()
-	n, err := io.Copy(spool, io.LimitReader(rc, scpMaxSpool+1))
-	if err != nil || n > scpMaxSpool {
-		if err == nil {
-			err = fmt.Errorf("%s/%s: larger than %d bytes", box, rel, int64(scpMaxSpool))
-		}
-		r.warning(err)
+	defer sp.Close()
+	n, err := sp.Size()
+	if err != nil {
+		r.warning(fmt.Errorf("%s/%s: %w", box, rel, err))
 		return nil
-	}
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		return err
 	}
 	if err := r.sendTimes(fi); err != nil {
 		return err
@@ -306,7 +313,7 @@ func (r *scpRun) sendFile(box, rel string, fi agent.FileInfo) error {
 	if err := r.readAck(); err != nil {
 		return err
 	}
-	if _, err := io.Copy(r.out, spool); err != nil {
+	if _, err := io.Copy(r.out, io.NewSectionReader(sp, 0, n)); err != nil {
 		return err
 	}
 	r.ack()

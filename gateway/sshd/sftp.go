@@ -17,7 +17,6 @@ import (
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // The SFTP subsystem serves every box the caller may see as a directory at
@@ -77,6 +76,9 @@ type boxFS struct {
 	ctx   context.Context
 	f     *fleet.Fleet
 	actor keys.Actor
+
+	mu    sync.Mutex
+	reads map[string]*spool // open reads by sftp path
 }
 
 // splitBoxPath turns an sftp path into a box and a path under its
@@ -120,7 +122,10 @@ func (b *boxFS) split(r *sftp.Request) (string, string, error) {
 	return box, rel, sftpErr(err)
 }
 
-// Fileread streams a file out of the box.
+// Fileread serves a file out of the box: its redacted bytes, spooled as
+// they arrive so that reads at any offset (clients keep many in flight, and
+// answers may come out of order) and an fstat of the open file (the size
+// served, not the size in the box) agree with one another.
 func (b *boxFS) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 	box, rel, err := b.split(r)
 	if err != nil {
@@ -133,7 +138,52 @@ func (b *boxFS) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 	if err != nil {
 		return nil, sftpErr(err)
 	}
-	return newStreamReaderAt(rc), nil
+	sp, err := newSpool(rc, 0)
+	if err != nil {
+		return nil, sftpErr(err)
+	}
+	return b.opened(r.Filepath, sp), nil
+}
+
+// opened remembers sp as the open read of p until it is closed: a stat of
+// p meanwhile (pkg/sftp turns an fstat into one) reports the size served.
+func (b *boxFS) opened(p string, sp *spool) io.ReaderAt {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reads == nil {
+		b.reads = map[string]*spool{}
+	}
+	b.reads[p] = sp
+	return &openRead{spool: sp, close: func() {
+		b.mu.Lock()
+		if b.reads[p] == sp {
+			delete(b.reads, p)
+		}
+		b.mu.Unlock()
+	}}
+}
+
+// openSize is the served size of p while it is open for reading.
+func (b *boxFS) openSize(p string) (int64, bool, error) {
+	b.mu.Lock()
+	sp := b.reads[p]
+	b.mu.Unlock()
+	if sp == nil {
+		return 0, false, nil
+	}
+	n, err := sp.Size()
+	return n, true, err
+}
+
+// openRead is a spool as an open sftp file.
+type openRead struct {
+	*spool
+	close func()
+}
+
+func (o *openRead) Close() error {
+	o.close()
+	return o.spool.Close()
 }
 
 // Filewrite streams a file into the box.
@@ -203,7 +253,7 @@ func (b *boxFS) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 		}
 		out := make(listerAt, 0, len(list))
 		for _, fi := range list {
-			out = append(out, fileInfo{fi})
+			out = append(out, fileInfo{fi}) // names as the core redacted them
 		}
 		return out, nil
 	case "Stat", "Lstat", "Readlink":
@@ -222,24 +272,44 @@ func (b *boxFS) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 			return nil, sftpErr(err)
 		}
 		if r.Method == "Readlink" {
-			if fi.Link == "" {
+			if fi.Link.String() == "" {
 				return nil, fmt.Errorf("%s is not a symlink: %w", r.Filepath, sftp.ErrSSHFxFailure)
 			}
-			return listerAt{fileInfo{agent.FileInfo{Name: fi.Link}}}, nil
+			return listerAt{fileInfo{fleet.FileInfo{Name: fi.Link}}}, nil
+		}
+		if n, ok, err := b.openSize(r.Filepath); ok {
+			if err != nil {
+				return nil, sftpErr(err)
+			}
+			fi.Size = n
 		}
 		return listerAt{fileInfo{fi}}, nil
 	}
 	return nil, fmt.Errorf("%s is not supported here: %w", r.Method, sftp.ErrSSHFxOpUnsupported)
 }
 
-func boxDir(name string, mtime time.Time) fileInfo {
-	return fileInfo{agent.FileInfo{Name: name, Mode: fs.ModeDir | 0o755, ModTime: mtime}}
+func boxDir(name string, mtime time.Time) os.FileInfo {
+	return dirInfo{name: name, mtime: mtime}
 }
 
-// fileInfo is an agent.FileInfo as an os.FileInfo.
-type fileInfo struct{ fi agent.FileInfo }
+// dirInfo is the root or a box as a directory: names the caller gave or
+// the core's box names, not text from inside a box.
+type dirInfo struct {
+	name  string
+	mtime time.Time
+}
 
-func (f fileInfo) Name() string       { return f.fi.Name }
+func (d dirInfo) Name() string       { return d.name }
+func (d dirInfo) Size() int64        { return 0 }
+func (d dirInfo) Mode() fs.FileMode  { return fs.ModeDir | 0o755 }
+func (d dirInfo) ModTime() time.Time { return d.mtime }
+func (d dirInfo) IsDir() bool        { return true }
+func (d dirInfo) Sys() any           { return nil }
+
+// fileInfo is a fleet.FileInfo (name redacted) as an os.FileInfo.
+type fileInfo struct{ fi fleet.FileInfo }
+
+func (f fileInfo) Name() string       { return f.fi.Name.String() }
 func (f fileInfo) Size() int64        { return f.fi.Size }
 func (f fileInfo) Mode() fs.FileMode  { return f.fi.Mode }
 func (f fileInfo) ModTime() time.Time { return f.fi.ModTime }
@@ -259,68 +329,114 @@ func (l listerAt) ListAt(dst []os.FileInfo, off int64) (int, error) {
 	return n, nil
 }
 
-// streamWindow is how far back a streamReaderAt can serve: SFTP clients
-// keep many reads in flight and the server may answer them out of order.
-const streamWindow = 16 << 20
+// spool is a file's redacted content on its way out of a box, written to
+// an unlinked temporary file as it arrives. The redacted length is known
+// only at the end, so what must agree with the bytes sent reads the spool:
+// SFTP's reads at any offset (served as soon as those bytes are in), the
+// size of an open file, scp's announced length. It costs the gateway disk
+// the size of the file, for as long as it is open.
+type spool struct {
+	f    *os.File
+	rc   io.ReadCloser
+	max  int64 // 0: no cap beyond the box's own disk
+	done chan struct{}
 
-// streamReaderAt serves ReadAt from a stream read once, front to back,
-// keeping the last streamWindow bytes for reads that arrive late.
-type streamReaderAt struct {
-	mu     sync.Mutex
-	rc     io.ReadCloser
-	window int    // bytes kept behind the newest read
-	buf    []byte // bytes [base, base+len(buf)) of the stream
-	base   int64
-	err    error // the stream's end (io.EOF) or failure
-	chunk  [256 << 10]byte
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int64 // bytes in f
+	err  error // io.EOF once complete, else why it stopped
 }
 
-func newStreamReaderAt(rc io.ReadCloser) *streamReaderAt {
-	return &streamReaderAt{rc: rc, window: streamWindow}
-}
-
-func (s *streamReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if off < s.base {
-		return 0, fmt.Errorf("read at %d: before the stream window (%d): %w", off, s.base, sftp.ErrSSHFxFailure)
+// newSpool starts copying rc into a new spool; past max bytes (when > 0)
+// it stops with an error.
+func newSpool(rc io.ReadCloser, max int64) (*spool, error) {
+	f, err := os.CreateTemp("", "sbx-artifact-*")
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("spool a download: %w", err)
 	}
-	want := off + int64(len(p))
-	chunk := s.chunk[:]
-	for s.base+int64(len(s.buf)) < want && s.err == nil {
-		n, err := s.rc.Read(chunk)
-		s.buf = append(s.buf, chunk[:n]...)
-		if err != nil {
-			s.err = err
-		}
-		// Compact only at twice the window: copying the window on every
-		// read made SFTP downloads quadratic (5 MB/s for 50 MB).
-		if len(s.buf) > 2*s.window {
-			drop := min(int64(len(s.buf)-s.window), off-s.base)
-			if drop > 0 {
-				s.buf = append(make([]byte, 0, 2*s.window+len(chunk)), s.buf[drop:]...)
-				s.base += drop
+	// Unlinked at once: nothing is left behind whatever happens.
+	_ = os.Remove(f.Name())
+	s := &spool{f: f, rc: rc, max: max, done: make(chan struct{})}
+	s.cond = sync.NewCond(&s.mu)
+	go s.fill()
+	return s, nil
+}
+
+func (s *spool) fill() {
+	defer close(s.done)
+	buf := make([]byte, 256<<10)
+	var err error
+	for err == nil {
+		var n int
+		n, err = s.rc.Read(buf)
+		if n > 0 {
+			s.mu.Lock()
+			at := s.n
+			s.mu.Unlock()
+			if s.max > 0 && at+int64(n) > s.max {
+				err = fmt.Errorf("the file is larger than %d bytes, the most served here: %w", s.max, fleet.ErrLimit)
+			} else if _, werr := s.f.WriteAt(buf[:n], at); werr != nil {
+				err = fmt.Errorf("spool a download: %w", werr)
+			} else {
+				s.mu.Lock()
+				s.n += int64(n)
+				s.cond.Broadcast()
+				s.mu.Unlock()
 			}
 		}
 	}
-	end := s.base + int64(len(s.buf))
-	if off >= end {
-		if s.err == io.EOF || s.err == nil {
+	s.mu.Lock()
+	s.err = err
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// ReadAt waits until the bytes at off are in (or the content ends).
+func (s *spool) ReadAt(p []byte, off int64) (int, error) {
+	want := off + int64(len(p))
+	s.mu.Lock()
+	for s.n < want && s.err == nil {
+		s.cond.Wait()
+	}
+	have, end := s.n, s.err
+	s.mu.Unlock()
+	if off >= have {
+		if end == io.EOF {
 			return 0, io.EOF
 		}
-		return 0, s.err
+		return 0, end
 	}
-	n := copy(p, s.buf[off-s.base:])
+	n, err := s.f.ReadAt(p[:min(int64(len(p)), have-off)], off)
+	if err != nil && err != io.EOF {
+		return n, fmt.Errorf("spool a download: %w", err)
+	}
 	if n < len(p) {
-		if s.err == io.EOF {
+		if end == io.EOF {
 			return n, io.EOF
 		}
-		return n, s.err
+		return n, end
 	}
 	return n, nil
 }
 
-func (s *streamReaderAt) Close() error { return s.rc.Close() }
+// Size waits for the end and returns the length of the redacted content.
+func (s *spool) Size() (int64, error) {
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != io.EOF {
+		return s.n, s.err
+	}
+	return s.n, nil
+}
+
+// Close stops the copy (closing the box's stream) and drops the spool.
+func (s *spool) Close() error {
+	s.rc.Close()
+	<-s.done
+	return s.f.Close()
+}
 
 // maxPending bounds writes that arrived ahead of the stream's position.
 const maxPending = 64 << 20

@@ -7,7 +7,6 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // boxes is what the console calls on the core: the subset of *fleet.Fleet
@@ -27,8 +26,8 @@ type boxes interface {
 	Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error)
 	Destroy(ctx context.Context, caller keys.Actor, name string) error
 	Events(ctx context.Context, caller keys.Actor) <-chan fleet.Event
-	ReadDir(ctx context.Context, caller keys.Actor, name, path string) ([]agent.FileInfo, error)
-	Artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, agent.FileInfo, error)
+	ReadDir(ctx context.Context, caller keys.Actor, name, path string) ([]fleet.FileInfo, error)
+	Artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, fleet.FileInfo, error)
 	Delegate(ctx context.Context, caller keys.Actor, req fleet.DelegateRequest) (fleet.Box, error)
 	AddAccount(ctx context.Context, caller keys.Actor, name, token, probeRepo string) (accounts.Account, error)
 	Accounts(ctx context.Context, caller keys.Actor) ([]accounts.Account, error)

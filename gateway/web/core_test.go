@@ -18,7 +18,6 @@ import (
 	"sbx.dev/sbx/fleet/runlog"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // scriptedCore is a core whose boxes the test writes by hand: any task,
@@ -348,7 +347,7 @@ func (c *scriptedCore) Events(ctx context.Context, caller keys.Actor) <-chan fle
 	return ch
 }
 
-func (c *scriptedCore) ReadDir(_ context.Context, caller keys.Actor, name, dir string) ([]agent.FileInfo, error) {
+func (c *scriptedCore) ReadDir(_ context.Context, caller keys.Actor, name, dir string) ([]fleet.FileInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, err := c.box(caller, name)
@@ -357,7 +356,7 @@ func (c *scriptedCore) ReadDir(_ context.Context, caller keys.Actor, name, dir s
 	}
 	dir = strings.Trim(path.Clean(dir), "/.")
 	seen := map[string]bool{}
-	var out []agent.FileInfo
+	var out []fleet.FileInfo
 	for p, data := range b.files {
 		rel := p
 		if dir != "" {
@@ -372,28 +371,29 @@ func (c *scriptedCore) ReadDir(_ context.Context, caller keys.Actor, name, dir s
 			continue
 		}
 		seen[first] = true
-		fi := agent.FileInfo{Name: first, Size: int64(len(data)), Mode: 0o644}
+		fi := fleet.FileInfo{Name: c.red.String(first), Size: int64(len(data)), Mode: 0o644}
+		fi.Redacted = fi.Name.String() != first
 		if isDir {
 			fi.Mode, fi.Size = fs.ModeDir|0o755, 0
 		}
 		out = append(out, fi)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name.String() < out[j].Name.String() })
 	return out, nil
 }
 
-func (c *scriptedCore) Artifact(_ context.Context, caller keys.Actor, name, p string) (io.ReadCloser, agent.FileInfo, error) {
+func (c *scriptedCore) Artifact(_ context.Context, caller keys.Actor, name, p string) (io.ReadCloser, fleet.FileInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, err := c.box(caller, name)
 	if err != nil {
-		return nil, agent.FileInfo{}, err
+		return nil, fleet.FileInfo{}, err
 	}
 	data, ok := b.files[p]
 	if !ok {
-		return nil, agent.FileInfo{}, fmt.Errorf("%s: %w", p, fleet.ErrNotFound)
+		return nil, fleet.FileInfo{}, fmt.Errorf("%s: %w", p, fleet.ErrNotFound)
 	}
-	return io.NopCloser(bytes.NewReader(data)), agent.FileInfo{Name: path.Base(p), Size: int64(len(data))}, nil
+	return io.NopCloser(c.red.NewReader(bytes.NewReader(data))), fleet.FileInfo{Name: c.red.String(path.Base(p)), Size: int64(len(data))}, nil
 }
 
 func (c *scriptedCore) Delegate(_ context.Context, caller keys.Actor, req fleet.DelegateRequest) (fleet.Box, error) {

@@ -241,7 +241,7 @@ func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", ArtifactCSP)
 	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": downloadName(fi.Name)}))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": downloadName(fi.Name.String())}))
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if _, err := io.Copy(w, rc); err != nil {
