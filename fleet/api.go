@@ -17,7 +17,9 @@ import (
 // boxes, an admin every box. A box the caller may not see answers exactly
 // like a box that does not exist (ErrNotFound). Every state change is an
 // audit row and an Event; every text from a box comes back redact.Safe and
-// every error already redacted.
+// every error already redacted. A caller acting through an API key needs
+// the key's read right for what only reads and its write right for what
+// changes anything (need, in scope.go).
 
 // Delegate starts a task in a box: it checks the request (non-empty task,
 // known profile, reachable repos and refs, caps) before creating anything,
@@ -25,16 +27,25 @@ import (
 // the agent's settings and hooks, and starts the agent. It returns once the
 // agent has started; follow the log with Logs.
 func (f *Fleet) Delegate(ctx context.Context, caller keys.Actor, req DelegateRequest) (Box, error) {
+	if err := need(caller, keys.RightWrite, "delegate"); err != nil {
+		return Box{}, err
+	}
 	return f.delegate(ctx, caller, req)
 }
 
 // List returns the boxes the caller may see, newest first.
 func (f *Fleet) List(ctx context.Context, caller keys.Actor) ([]Box, error) {
+	if err := need(caller, keys.RightRead, "list"); err != nil {
+		return nil, err
+	}
 	return f.list(ctx, caller)
 }
 
 // Get returns one box.
 func (f *Fleet) Get(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+	if err := need(caller, keys.RightRead, "get"); err != nil {
+		return Box{}, err
+	}
 	return f.get(ctx, caller, name)
 }
 
@@ -45,6 +56,9 @@ func (f *Fleet) Get(ctx context.Context, caller keys.Actor, name string) (Box, e
 // offset inside a line starts at that line's beginning (a line is never
 // redacted from its middle), so resume with a Chunk's Offset.
 func (f *Fleet) Logs(ctx context.Context, caller keys.Actor, name string, from int64, follow bool) (*LogStream, error) {
+	if err := need(caller, keys.RightRead, "logs"); err != nil {
+		return nil, err
+	}
 	return f.logs(ctx, caller, name, from, follow)
 }
 
@@ -53,6 +67,9 @@ func (f *Fleet) Logs(ctx context.Context, caller keys.Actor, name string, from i
 // once (a sleeping box is woken first). With no pending question it is
 // ErrConflict: use FollowUp to send a new message.
 func (f *Fleet) Answer(ctx context.Context, caller keys.Actor, name, text string) (AnswerResult, error) {
+	if err := need(caller, keys.RightWrite, "answer"); err != nil {
+		return AnswerResult{}, err
+	}
 	return f.answer(ctx, caller, name, text, false, true)
 }
 
@@ -61,16 +78,25 @@ func (f *Fleet) Answer(ctx context.Context, caller keys.Actor, name, text string
 // (Outcome Queued) unless force, which interrupts the turn and resumes
 // with text.
 func (f *Fleet) FollowUp(ctx context.Context, caller keys.Actor, name, text string, force bool) (AnswerResult, error) {
+	if err := need(caller, keys.RightWrite, "follow up"); err != nil {
+		return AnswerResult{}, err
+	}
 	return f.answer(ctx, caller, name, text, force, false)
 }
 
 // Inbox lists the follow-ups queued for the box, oldest first.
 func (f *Fleet) Inbox(ctx context.Context, caller keys.Actor, name string) ([]InboxItem, error) {
+	if err := need(caller, keys.RightRead, "inbox"); err != nil {
+		return nil, err
+	}
 	return f.inbox(ctx, caller, name)
 }
 
 // RemoveInbox deletes one queued follow-up.
 func (f *Fleet) RemoveInbox(ctx context.Context, caller keys.Actor, name string, id int64) error {
+	if err := need(caller, keys.RightWrite, "remove inbox"); err != nil {
+		return err
+	}
 	return f.removeInbox(ctx, caller, name, id)
 }
 
@@ -78,54 +104,86 @@ func (f *Fleet) RemoveInbox(ctx context.Context, caller keys.Actor, name string,
 // disturbing the driver's run, and returns the answer. fresh starts a new
 // side thread instead of continuing the previous one.
 func (f *Fleet) Ask(ctx context.Context, caller keys.Actor, name, question string, fresh bool) (redact.Safe, error) {
+	if err := need(caller, keys.RightWrite, "ask"); err != nil {
+		return redact.Safe{}, err
+	}
 	return f.ask(ctx, caller, name, question, fresh)
 }
 
 // Diff is the change in every repo of the box against its base commit.
 func (f *Fleet) Diff(ctx context.Context, caller keys.Actor, name string) (Diff, error) {
+	if err := need(caller, keys.RightRead, "diff"); err != nil {
+		return Diff{}, err
+	}
 	return f.diff(ctx, caller, name)
 }
 
 // Sleep saves the box and ends its machine; Wake brings it back.
 func (f *Fleet) Sleep(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+	if err := need(caller, keys.RightWrite, "sleep"); err != nil {
+		return Box{}, err
+	}
 	return f.sleep(ctx, caller, name, "")
 }
 
 // Wake brings a sleeping box back.
 func (f *Fleet) Wake(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+	if err := need(caller, keys.RightWrite, "wake"); err != nil {
+		return Box{}, err
+	}
 	return f.wake(ctx, caller, name)
 }
 
 // Keep exempts the box from the sleep TTL (keep=true) or ends that.
 func (f *Fleet) Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (Box, error) {
+	if err := need(caller, keys.RightWrite, "keep"); err != nil {
+		return Box{}, err
+	}
 	return f.keep(ctx, caller, name, keep)
 }
 
 // Destroy ends the box and removes everything it had; its log stays
 // readable until then, and followers get io.EOF.
 func (f *Fleet) Destroy(ctx context.Context, caller keys.Actor, name string) error {
+	if err := need(caller, keys.RightWrite, "destroy"); err != nil {
+		return err
+	}
 	return f.destroy(ctx, caller, name)
 }
 
 // SetAllow replaces the box's egress allow-list.
 func (f *Fleet) SetAllow(ctx context.Context, caller keys.Actor, name string, domains []string) (Box, error) {
+	if err := need(caller, keys.RightWrite, "set allow"); err != nil {
+		return Box{}, err
+	}
 	return f.setAllow(ctx, caller, name, domains)
 }
 
 // Stats samples the box's CPU and memory (zero for a box without a machine).
 func (f *Fleet) Stats(ctx context.Context, caller keys.Actor, name string) (vm.Stats, error) {
+	if err := need(caller, keys.RightRead, "stats"); err != nil {
+		return vm.Stats{}, err
+	}
 	return f.stats(ctx, caller, name)
 }
 
 // Events streams changes of the boxes the caller may see until ctx ends. A
 // subscriber that falls far behind loses the surplus, never the core.
 func (f *Fleet) Events(ctx context.Context, caller keys.Actor) <-chan Event {
+	if need(caller, keys.RightRead, "events") != nil {
+		ch := make(chan Event)
+		close(ch)
+		return ch
+	}
 	return f.events(ctx, caller)
 }
 
 // Exec starts a process in the box (waking it first when it sleeps:
 // Process.Woke says so). Its output is redacted as it streams.
 func (f *Fleet) Exec(ctx context.Context, caller keys.Actor, name string, req agent.ExecRequest) (*Process, error) {
+	if err := need(caller, keys.RightWrite, "exec"); err != nil {
+		return nil, err
+	}
 	return f.exec(ctx, caller, name, req)
 }
 
@@ -133,62 +191,98 @@ func (f *Fleet) Exec(ctx context.Context, caller keys.Actor, name string, req ag
 // redacted). Like every file operation it never wakes the box: a sleeping
 // one answers ErrConflict.
 func (f *Fleet) Stat(ctx context.Context, caller keys.Actor, name, path string) (FileInfo, error) {
+	if err := need(caller, keys.RightRead, "stat"); err != nil {
+		return FileInfo{}, err
+	}
 	return f.stat(ctx, caller, name, path)
 }
 
 // ReadDir lists a directory under the box's /workspace, names redacted.
 func (f *Fleet) ReadDir(ctx context.Context, caller keys.Actor, name, path string) ([]FileInfo, error) {
+	if err := need(caller, keys.RightRead, "read dir"); err != nil {
+		return nil, err
+	}
 	return f.readDir(ctx, caller, name, path)
 }
 
 // Artifact streams a file from the box's /workspace, redacted: text and
 // binary alike, so its length may differ from FileInfo.Size.
 func (f *Fleet) Artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, FileInfo, error) {
+	if err := need(caller, keys.RightRead, "artifact"); err != nil {
+		return nil, FileInfo{}, err
+	}
 	return f.artifact(ctx, caller, name, path)
 }
 
 // WriteFile writes r to path under the box's /workspace (owner or admin).
 func (f *Fleet) WriteFile(ctx context.Context, caller keys.Actor, name, path string, mode fs.FileMode, r io.Reader) error {
+	if err := need(caller, keys.RightWrite, "write file"); err != nil {
+		return err
+	}
 	return f.writeFile(ctx, caller, name, path, mode, r)
 }
 
 // MkdirAll creates a directory path under the box's /workspace.
 func (f *Fleet) MkdirAll(ctx context.Context, caller keys.Actor, name, path string, mode fs.FileMode) error {
+	if err := need(caller, keys.RightWrite, "mkdir all"); err != nil {
+		return err
+	}
 	return f.mkdirAll(ctx, caller, name, path, mode)
 }
 
 // Remove deletes path under the box's /workspace.
 func (f *Fleet) Remove(ctx context.Context, caller keys.Actor, name, path string) error {
+	if err := need(caller, keys.RightWrite, "remove"); err != nil {
+		return err
+	}
 	return f.remove(ctx, caller, name, path)
 }
 
 // AddAccount probes token against probeRepo (or the host when empty) and
 // saves it sealed as one of the caller's GitHub accounts.
 func (f *Fleet) AddAccount(ctx context.Context, caller keys.Actor, name, token, probeRepo string) (accounts.Account, error) {
+	if err := need(caller, keys.RightWrite, "add account"); err != nil {
+		return accounts.Account{}, err
+	}
 	return f.addAccount(ctx, caller, name, token, probeRepo)
 }
 
 // Accounts lists the caller's GitHub accounts, tokens masked.
 func (f *Fleet) Accounts(ctx context.Context, caller keys.Actor) ([]accounts.Account, error) {
+	if err := need(caller, keys.RightRead, "accounts"); err != nil {
+		return nil, err
+	}
 	return f.accounts.List(ctx, caller, caller.User)
 }
 
 // RemoveAccount deletes one of the caller's accounts.
 func (f *Fleet) RemoveAccount(ctx context.Context, caller keys.Actor, name string) error {
+	if err := need(caller, keys.RightWrite, "remove account"); err != nil {
+		return err
+	}
 	return f.removeAccount(ctx, caller, name)
 }
 
 // SetDefaultAccount makes name the caller's default account.
 func (f *Fleet) SetDefaultAccount(ctx context.Context, caller keys.Actor, name string) error {
+	if err := need(caller, keys.RightWrite, "set default account"); err != nil {
+		return err
+	}
 	return f.accounts.SetDefault(ctx, caller, caller.User, name)
 }
 
 // Pool reports the warm pool (admins only).
 func (f *Fleet) Pool(ctx context.Context, caller keys.Actor) (PoolStatus, error) {
+	if err := need(caller, keys.RightRead, "pool"); err != nil {
+		return PoolStatus{}, err
+	}
 	return f.poolStatus(ctx, caller)
 }
 
 // SetPool changes the warm pool's target size (admins only).
 func (f *Fleet) SetPool(ctx context.Context, caller keys.Actor, n int) (PoolStatus, error) {
+	if err := need(caller, keys.RightWrite, "set pool"); err != nil {
+		return PoolStatus{}, err
+	}
 	return f.setPool(ctx, caller, n)
 }

@@ -47,7 +47,7 @@ type Identity interface {
 	RemoveKey(ctx context.Context, actor keys.Actor, user, fingerprint string) error
 	Keys(ctx context.Context, user string) ([]keys.Key, error)
 	CreateAPIKey(ctx context.Context, actor keys.Actor, user, name string, scopes []string, ttl time.Duration) (string, keys.APIKey, error)
-	APIKeys(ctx context.Context, user string) ([]keys.APIKey, error)
+	APIKeys(ctx context.Context, actor keys.Actor, user string) ([]keys.APIKey, error)
 	RevokeAPIKey(ctx context.Context, actor keys.Actor, user, id string) error
 	CreateLoginLink(ctx context.Context, actor keys.Actor, user string) (string, time.Time, error)
 }
