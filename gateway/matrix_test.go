@@ -500,25 +500,12 @@ func (m *matrix) callHTTP(t *testing.T, pattern, cred string) {
 
 // ---- MCP ----
 
-type matrixBearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b matrixBearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	if b.token != "" {
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	return b.base.RoundTrip(r)
-}
-
 func (m *matrix) mcpConnect(token string) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "sbx-matrix", Version: "v0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: m.httpURL + "/mcp",
-		HTTPClient: &http.Client{Transport: matrixBearer{token: token, base: http.DefaultTransport}}, MaxRetries: -1}, nil)
+		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}}, MaxRetries: -1}, nil)
 }
 
 // mcpTool says how to call a tool; write tools need the write scope.
