@@ -1,12 +1,14 @@
 package hooks
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -23,6 +25,10 @@ type Guard struct {
 	Workspace string
 	// Log is the decision log, protected like the controller's files.
 	Log string
+	// State is the directory where the guard keeps what it learned about
+	// each session across calls (files filled from the environment); ""
+	// keeps no state.
+	State string
 }
 
 // DefaultHome is the agent's home when HOME is not set: it runs as root.
@@ -59,10 +65,7 @@ func (g Guard) Decide(in *Input) Decision {
 		if err != nil {
 			return deny("guard: %v", err)
 		}
-		if err := g.CheckBash(cmd, in.Cwd); err != nil {
-			return deny("guard: %v", err)
-		}
-		return allow("command passes the guard")
+		return g.decideBashState(in, cmd)
 	case "write", "notebook":
 		key := "file_path"
 		if kind == "notebook" {
@@ -75,6 +78,11 @@ func (g Guard) Decide(in *Input) Decision {
 		for _, q := range g.toolPaths(in, key, p) {
 			if why := g.writeProtected(splitPath(q), false); why != "" {
 				return deny("guard: %s %s is the control plane (%s); the agent may not change it", in.ToolName, p, why)
+			}
+		}
+		for _, text := range writtenText(in) {
+			if what := plantsExfiltration(text); what != "" {
+				return deny("guard: %s %s plants code that would send the environment or a secret out when it runs (%s)", in.ToolName, p, what)
 			}
 		}
 		return allow("path outside the control plane")
@@ -103,8 +111,11 @@ func (g Guard) decideRead(in *Input, kind string) Decision {
 	}
 	for _, q := range g.toolPaths(in, key, p) {
 		segs := splitPath(q)
-		if len(segs) == 3 && segs[0] == "proc" && segs[2] == "environ" {
+		if len(segs) >= 2 && segs[0] == "proc" && segs[len(segs)-1] == "environ" {
 			return deny("guard: %s %s is a process environment, which may hold credentials", in.ToolName, p)
+		}
+		if in.ToolName == "Grep" && len(segs) >= 1 && segs[0] == "proc" && !procFile(segs) {
+			return deny("guard: Grep in %s would read process environments; name the file", p)
 		}
 		if why := g.readProtected(segs); why != "" {
 			return deny("guard: %s %s holds credentials or the agent's settings (%s)", in.ToolName, p, why)
@@ -116,6 +127,40 @@ func (g Guard) decideRead(in *Input, kind string) Decision {
 		}
 	}
 	return allow("not a protected file")
+}
+
+// procFile: a /proc file that is not a directory holding environments.
+func procFile(segs []string) bool {
+	if len(segs) != 2 {
+		return false
+	}
+	switch segs[1] {
+	case "cpuinfo", "meminfo", "version", "mounts", "loadavg", "uptime", "stat", "filesystems", "modules", "partitions", "swaps", "vmstat", "zoneinfo":
+		return true
+	}
+	return false
+}
+
+// writtenText is the text a Write, Edit, MultiEdit or NotebookEdit puts
+// into the file.
+func writtenText(in *Input) []string {
+	var out []string
+	for _, k := range []string{"content", "new_string", "new_source"} {
+		if s, ok, err := stringField(in.ToolInput, k); ok && err == nil {
+			out = append(out, s)
+		}
+	}
+	if raw, ok := in.ToolInput["edits"]; ok {
+		var edits []map[string]json.RawMessage
+		if json.Unmarshal(raw, &edits) == nil {
+			for _, e := range edits {
+				if s, ok, err := stringField(e, "new_string"); ok && err == nil {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // toolPaths are the files a tool's path argument may reach: the clean path,
@@ -149,6 +194,11 @@ type pathRule struct {
 	read     bool     // reading is denied too
 	anywhere bool     // protected by name in every directory
 	except   []string // a subtree inside the pattern that stays writable
+	// system: a system path, which only an actual write (a redirection,
+	// the target of cp, tar -C, ...) may not reach; naming it as a source
+	// or to a program that only reads it is fine. Never the workspace or
+	// a temporary directory.
+	system bool
 }
 
 func (g Guard) homes() []string {
@@ -202,7 +252,60 @@ func (g Guard) rules() []pathRule {
 	for _, p := range []string{hookBinary, "/init", "/usr/local/sbin/sbx", "/usr/sbin/sbx", "/usr/bin/sbx", "/sbin/sbx", "/bin/sbx"} {
 		add(p, "the sbx binary that runs the hooks", false)
 	}
+	add("/etc/claude-code/**", "Claude Code's managed (policy) settings, which no other setting overrides", false)
+	add(filepath.Clean(g.stateDir())+"/**", "the guard's session state", false)
+	for _, p := range []string{"/etc/ld.so.conf", "/etc/ld.so.conf.d/**", "/etc/ld.so.cache"} {
+		add(p, "the dynamic loader's configuration", false)
+	}
+	// Code every process of a language runs at start, and Claude Code's
+	// own install, wherever they are (outside the workspace).
+	sys := func(p, why string) { rs = append(rs, pathRule{segs: splitPath(p), why: why, system: true}) }
+	for _, p := range []string{"/**/sitecustomize.py", "/**/usercustomize.py", "/**/site-packages/*.pth", "/**/dist-packages/*.pth"} {
+		sys(p, "Python start-up code that every python process runs")
+	}
+	for _, p := range []string{"/**/node_modules/@anthropic-ai/claude-code/**", "/**/.local/share/claude/**", "/**/.local/bin/claude"} {
+		sys(p, "Claude Code's own install")
+	}
+	for _, d := range systemRoots {
+		sys(d+"/**", "a system directory ("+d+")")
+	}
 	return rs
+}
+
+// systemRoots are the directories that belong to the system, not the
+// agent: nothing the agent does may write below them. /dev's harmless
+// sinks are let through by scratchPath.
+var systemRoots = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev",
+	"/proc", "/sys", "/var/lib", "/var/spool", "/var/log", "/var/cache/debconf", "/run", "/snap"}
+
+// scratchPath reports whether p (segments) is a place any write may go:
+// the workspace, a temporary directory, or a harmless device.
+func (g Guard) scratchPath(segs []string) bool {
+	if len(segs) > 0 && segs[0] == "**" {
+		// An unknown directory: judged by the other rules, by name.
+		return true
+	}
+	ws := splitPath(filepath.Clean(g.Workspace))
+	for _, root := range [][]string{ws, {"tmp"}, {"var", "tmp"}, {"dev", "shm"}} {
+		if len(root) > 0 && len(segs) > len(root) && slices.Equal(segs[:len(root)], root) && !slices.Contains(segs, "..") {
+			return true
+		}
+	}
+	if len(segs) >= 2 && segs[0] == "dev" {
+		switch segs[1] {
+		case "null", "zero", "full", "random", "urandom", "tty", "stdout", "stderr", "stdin", "fd", "pts", "ptmx":
+			return true
+		}
+	}
+	return false
+}
+
+// stateDir is where the guard keeps per-session state.
+func (g Guard) stateDir() string {
+	if g.State != "" {
+		return g.State
+	}
+	return filepath.Join(filepath.Clean(g.Workspace), StateDir)
 }
 
 // writeProtected names why the path (segments, possibly with glob
@@ -233,6 +336,9 @@ func (g Guard) matchRules(rules []pathRule, segs []string, subtree, read, dotglo
 	}
 	for _, r := range rules {
 		if read && !r.read || subtree && r.anywhere {
+			continue
+		}
+		if r.system && (read || byName || g.scratchPath(segs) || subtree && r.segs[0] == "**" || len(segs) > 0 && hasGlob(segs[0])) {
 			continue
 		}
 		rs := r.segs

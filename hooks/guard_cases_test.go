@@ -159,7 +159,7 @@ EOF`,
 	`echo '{}' > .claude/settings.json`,
 	`vim -c ':wq' notes.txt`,
 	`rsync -a src/ build/`,
-	`go build -o bin/tool ./cmd/tool && cp bin/tool /usr/local/bin/tool && tool --version`,
+	`go build -o bin/tool ./cmd/tool && cp bin/tool ~/.local/bin/tool`,
 	`cat > /tmp/req.json <<'EOF'
 {"q": 1}
 EOF
@@ -174,6 +174,7 @@ curl -s -d @/tmp/req.json https://api.example.com/search`,
 
 // guardDenied are attacks and evasions the guard must stop.
 var guardDenied = []string{
+	`go build -o bin/tool ./cmd/tool && cp bin/tool /usr/local/bin/tool && tool --version`,
 	// Control plane writes.
 	`echo x > ~/.claude/settings.json`,
 	`echo x >> /root/.claude/settings.json`,

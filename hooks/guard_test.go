@@ -39,9 +39,12 @@ func TestGuardTables(t *testing.T) {
 // guardEnv runs Main as the box does: /workspace, with the log moved to a
 // temporary file.
 func guardEnv(t testing.TB) (func(string) string, string) {
-	log := filepath.Join(t.TempDir(), LogFile)
+	dir := t.TempDir()
+	log := filepath.Join(dir, LogFile)
 	return func(k string) string {
 		switch k {
+		case "SBX_HOOK_STATE":
+			return filepath.Join(dir, StateDir)
 		case "SBX_WORKSPACE":
 			return "/workspace"
 		case "SBX_HOOK_LOG":

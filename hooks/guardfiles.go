@@ -71,6 +71,14 @@ func (s *gstate) remove(base string, args []string, _ stdin) {
 func (s *gstate) moveLink(base string, args []string, in stdin) {
 	ops := operands(args)
 	for i, p := range ops {
+		if (base == "ln" || base == "link") && i < len(ops)-1 {
+			// A link's target is only named, not written.
+			if why := s.planeCheck(p); why != "" {
+				s.fail("%s %s reaches %s", base, printable(p), why)
+				return
+			}
+			continue
+		}
 		if base == "mv" && i < len(ops)-1 {
 			if d := s.systemDir(p); d != "" {
 				s.fail("mv %s moves the system directory %s away", printable(p), d)
@@ -118,6 +126,12 @@ func (s *gstate) copyInto(base string, args []string, _ stdin) {
 		}
 	}
 	s.intoDir(base, ops)
+	if len(ops) >= 2 && !strings.Contains(ops[len(ops)-1], ":") {
+		s.targetFile(base, ops[len(ops)-1])
+	}
+	for _, t := range optValues(args, "-t", "--target-directory") {
+		s.targetDir(base+" -t", t)
+	}
 	recursive := base == "rsync"
 	for _, a := range args {
 		if a == "-r" || a == "-R" || a == "-a" || a == "--recursive" || a == "--archive" ||
@@ -136,13 +150,15 @@ func (s *gstate) extract(base string, args []string, _ stdin) {
 	dir, extracting := "", base == "unzip"
 	for i, a := range args {
 		switch {
-		case base == "tar" && (a == "-C" || a == "--directory") && i+1 < len(args):
+		case base != "unzip" && (a == "-C" || a == "--directory") && i+1 < len(args):
 			dir = args[i+1]
-		case base == "tar" && strings.HasPrefix(a, "--directory="):
+		case base != "unzip" && strings.HasPrefix(a, "-C") && len(a) > 2:
+			dir = a[2:]
+		case base != "unzip" && strings.HasPrefix(a, "--directory="):
 			dir = strings.TrimPrefix(a, "--directory=")
 		case base == "unzip" && a == "-d" && i+1 < len(args):
 			dir = args[i+1]
-		case base == "tar" && (a == "-x" || a == "--extract" || a == "--get" ||
+		case base != "unzip" && (a == "-x" || a == "--extract" || a == "--get" ||
 			!strings.HasPrefix(a, "--") && strings.Contains(a, "x") && (i == 0 || strings.HasPrefix(a, "-"))):
 			extracting = true
 		}
@@ -161,6 +177,8 @@ func (s *gstate) extract(base string, args []string, _ stdin) {
 		s.fail("%s extracts into %s, which holds %s; extract into a new directory (such as /opt/NAME) instead", base, printable(dir), why)
 	}
 }
+
+var removers = map[string]bool{"rm": true, "rmdir": true, "unlink": true}
 
 func (s *gstate) find(_ string, args []string, _ stdin) {
 	var starts []string
@@ -189,10 +207,19 @@ func (s *gstate) find(_ string, args []string, _ stdin) {
 		case "-exec", "-execdir", "-ok", "-okdir":
 			var cmd []string
 			j := i + 1
+			// A file found under start points that all lie in the
+			// workspace or /tmp is judged as one of them; elsewhere it
+			// could be any file.
+			// Only for rm and its kin, which do not follow a symlink
+			// found there.
+			found := taintMark
+			if len(starts) == 1 && s.scratchOnly(starts[0]) && i+1 < len(args) && removers[filepath.Base(args[i+1])] {
+				found = starts[0]
+			}
 			for ; j < len(args) && args[j] != ";" && !(args[j] == "+" && j > i+1 && args[j-1] == "{}"); j++ {
 				c := args[j]
 				if strings.Contains(c, "{}") {
-					c = taintMark
+					c = found
 				}
 				cmd = append(cmd, c)
 			}

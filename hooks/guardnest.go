@@ -271,6 +271,11 @@ func (s *gstate) claude(_ string, args []string, _ stdin) {
 }
 
 func (s *gstate) awk(base string, args []string, _ stdin) {
+	for _, a := range args {
+		if strings.Contains(a, "ENVIRON") || strings.Contains(a, "PROCINFO") {
+			s.fact(&s.envDump, base+" ENVIRON")
+		}
+	}
 	if err := checkAwk(argList(args)); err == nil {
 		return
 	}
@@ -299,6 +304,7 @@ func argList(args []string) []arg {
 }
 
 func (s *gstate) git(_ string, args []string, _ stdin) {
+	s.gitDirs(args)
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -327,6 +333,24 @@ func (s *gstate) git(_ string, args []string, _ stdin) {
 sub:
 	sub, rest := args[i], args[i+1:]
 	switch sub {
+	case "add", "commit", "stash":
+		hit := s.taintHit
+		s.taintHit = false
+		for _, a := range operands(rest) {
+			s.taintedIn(a, true)
+		}
+		if all := slices.ContainsFunc(rest, func(a string) bool { return a == "-A" || a == "--all" || a == "-a" || a == "-u" }); all && len(s.cwds) > 0 {
+			s.taintedIn(s.cwds[0], true)
+		}
+		if s.taintHit {
+			s.fail("git %s takes in a file filled from the environment earlier in the session; it would leave with the next push", sub)
+			return
+		}
+		s.taintHit = hit
+	case "push", "send-email", "request-pull":
+		s.fact(&s.sends, "git "+sub)
+	}
+	switch sub {
 	case "push", "fetch", "pull", "clone", "ls-remote", "archive", "send-email", "request-pull", "submodule", "remote":
 		for _, a := range rest {
 			if isURL(a) {
@@ -339,6 +363,7 @@ sub:
 			}
 		}
 	case "config":
+		s.gitGlobalConfig(rest)
 		ops := operands(rest)
 		if len(ops) > 0 && (ops[0] == "set" || ops[0] == "--add") {
 			ops = ops[1:]
@@ -457,7 +482,10 @@ opts:
 					s.scanModule(lang, v)
 				}
 				if c == 'm' && lang == "python" {
-					return // python -m MOD args: the module's business
+					// python -m MOD args: the module's business, but for
+					// the archivers, which extract where they are told.
+					s.pythonModule(v, args[i+1:])
+					return
 				}
 				continue opts
 			}
@@ -540,6 +568,9 @@ func (s *gstate) scanCode(lang, code string) {
 			s.fail("%s code runs commands or decodes code (%s), which the guard cannot check", lang, m)
 			return
 		}
+	}
+	if s.codePaths(lang, code); s.err != nil {
+		return
 	}
 	if containsAny(code, writeMarkers) || containsAny(code, deleteMarkers) {
 		for _, d := range append(slices.Clone(systemDirs), "/") {
@@ -700,6 +731,24 @@ func (s *gstate) codeOptions(base string, args []string) {
 // sedCode: sed's e command and s///e flag run shell commands, and w
 // writes a file named inside the script.
 func (s *gstate) sedCode(_ string, args []string, _ stdin) {
+	inPlace, scripted := false, false
+	for _, a := range args {
+		if a == "--in-place" || strings.HasPrefix(a, "--in-place=") || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "i") {
+			inPlace = true
+		}
+		if a == "-e" || a == "-f" || a == "--expression" || a == "--file" || strings.HasPrefix(a, "--expression=") || strings.HasPrefix(a, "--file=") {
+			scripted = true
+		}
+	}
+	if inPlace {
+		ops := operands(withoutValues(args, "-e", "-f", "--expression", "--file", "-l", "--line-length"))
+		if !scripted && len(ops) > 0 {
+			ops = ops[1:]
+		}
+		for _, o := range ops {
+			s.targetFile("sed -i", o)
+		}
+	}
 	err := checkSed(argList(args))
 	if err == nil {
 		return

@@ -132,6 +132,7 @@ func (s *gstate) argChecks(base string, rest []string) {
 		}
 		for _, c := range pathCandidates(plain) {
 			s.netPath(c)
+			s.taintedIn(c, treeReaders[base])
 			if !metaPrograms[base] && !networkTools[base] && s.holdsSecrets(c) {
 				if recursiveReader(base, rest) {
 					s.fail("%s searches %s, which holds credentials or the agent's settings; search a narrower directory", base, c)
@@ -147,7 +148,9 @@ func (s *gstate) argChecks(base string, rest []string) {
 			}
 			if !reader {
 				why := s.mentionCheck(c)
-				if writers[base] {
+				if writers[base] && sourceTakers[base] {
+					why = s.planeCheck(c)
+				} else if writers[base] {
 					why = s.writeCheck(c, false)
 				}
 				if why != "" {
@@ -256,6 +259,16 @@ var writers = map[string]bool{
 	"touch": true, "mkdir": true, "dd": true, "install": true, "rsync": true, "shred": true, "patch": true,
 	"sponge": true, "mkfifo": true, "mknod": true, "sudoedit": true,
 }
+
+// treeReaders read every file below a directory they are given: a file
+// filled from the environment below it goes with them.
+var treeReaders = map[string]bool{"tar": true, "bsdtar": true, "zip": true, "7z": true, "7za": true, "rsync": true,
+	"scp": true, "sftp": true, "rclone": true, "cpio": true, "pax": true, "gzip": false}
+
+// sourceTakers are writers whose operands include files they only read:
+// their targets are checked by their handlers.
+var sourceTakers = map[string]bool{"cp": true, "mv": true, "install": true, "ln": true, "link": true, "rsync": true,
+	"dd": true, "patch": true}
 
 type handler func(s *gstate, base string, args []string, in stdin)
 
@@ -486,6 +499,7 @@ func buildHandlers() map[string]handler {
 			s.fail("service changes the box's services; only `service NAME status` is allowed")
 		}
 	}
+	targetHandlers(h)
 	return h
 }
 

@@ -35,40 +35,50 @@ func stripEnv(s string) string { return strings.ReplaceAll(s, envMark, "") }
 // directories the command sets, every nested shell (bash -c, eval, xargs,
 // find -exec, sudo, env, ...) and every command and process substitution.
 // Anything it cannot resolve where the value matters is an error.
-func (g Guard) CheckBash(command, cwd string) (err error) {
+func (g Guard) CheckBash(command, cwd string) error {
+	_, err := g.checkBash(command, cwd, nil)
+	return err
+}
+
+// checkBash is CheckBash with the files the session filled from the
+// environment earlier (tainted); it returns the walk's state.
+func (g Guard) checkBash(command, cwd string, tainted []string) (s *gstate, err error) {
 	if len(command) > maxCommand {
-		return fmt.Errorf("the command is longer than %d bytes", maxCommand)
+		return nil, fmt.Errorf("the command is longer than %d bytes", maxCommand)
 	}
 	if strings.ContainsRune(command, 0) {
-		return errors.New("the command contains a NUL byte")
+		return nil, errors.New("the command contains a NUL byte")
 	}
 	if strings.ContainsAny(command, envMark+taintMark) {
-		return errors.New("the command contains control characters \\x01 or \\x02")
+		return nil, errors.New("the command contains control characters \\x01 or \\x02")
 	}
 	f, err := parseBash(command)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s := &gstate{g: g, rules: g.rules(), vars: map[string]expand.Variable{}, funcs: map[string]*syntax.Stmt{}}
+	s = &gstate{g: g, rules: g.rules(), vars: map[string]expand.Variable{}, funcs: map[string]*syntax.Stmt{}, tainted: tainted}
 	if filepath.IsAbs(cwd) {
 		s.cwds = []string{filepath.Clean(cwd)}
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("internal error while checking the command: %v", p)
+			s, err = nil, fmt.Errorf("internal error while checking the command: %v", p)
 		}
 	}()
 	s.stmts(f.Stmts, stdinNone)
 	if s.err != nil {
-		return s.err
+		return s, s.err
 	}
-	return s.verdict()
+	return s, s.verdict()
 }
 
 // verdict combines what the whole command does: a secret or an
 // environment dump together with the network is exfiltration, even when
 // the two sit in different statements joined by a variable or a file.
 func (s *gstate) verdict() error {
+	if s.taintHit && s.sends != "" {
+		return fmt.Errorf("the command sends (%s) a file filled from the environment earlier in the session", s.sends)
+	}
 	if s.network == "" {
 		return nil
 	}
@@ -118,10 +128,18 @@ type gstate struct {
 	pushd    bool     // the command used pushd: ~N names its stack
 	globstar bool     // shopt -s globstar: ** spans directories
 	written  []string // files this command writes, as absolute paths
+	noSystem bool     // planeCheck: the system directories do not count
+	// tainted are files the session filled from the environment earlier;
+	// taintHit: the command names one.
+	tainted  []string
+	taintHit bool
 	handlers map[string]handler
 	err      error
 
 	secret, network, envDump string
+	// sends: the command hands files to someone else without naming a
+	// host (git push to origin, npm publish).
+	sends string
 }
 
 func (s *gstate) fail(format string, args ...any) {
@@ -666,6 +684,7 @@ func (s *gstate) redirect(r *syntax.Redirect, in *stdin) {
 
 func (s *gstate) inFile(p string) {
 	s.netPath(p)
+	s.taintedMention(p)
 	if why := s.readCheck(p); why != "" {
 		s.fail("reading %s: %s", printable(p), why)
 	}
@@ -749,7 +768,11 @@ func (s *gstate) check(p string, subtree, read, lenient bool) string {
 	for _, a := range s.absPaths(p) {
 		byName := lenient && strings.HasPrefix(a, "/**/")
 		for _, q := range s.pathForms(a) {
-			if why := s.g.matchRules(s.rules, splitPath(q), subtree, read, s.glob, byName); why != "" {
+			rules := s.rules
+			if s.noSystem {
+				rules = s.planeRules()
+			}
+			if why := s.g.matchRules(rules, splitPath(q), subtree, read, s.glob, byName); why != "" {
 				return why
 			}
 		}
@@ -764,6 +787,17 @@ func (s *gstate) pathForms(a string) []string {
 		return []string{a}
 	}
 	return normalized(a)
+}
+
+// planeRules are the rules without the system directories.
+func (s *gstate) planeRules() []pathRule {
+	var out []pathRule
+	for _, r := range s.rules {
+		if !r.system {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func printable(s string) string {
@@ -856,7 +890,9 @@ func (s *gstate) cfg() *expand.Config {
 		Env: environ{s},
 		CmdSubst: func(w io.Writer, cs *syntax.CmdSubst) error {
 			out := taintMark
-			if safeProducer(cs) {
+			if isPwd(cs) && len(s.cwds) == 1 {
+				out = s.cwds[0]
+			} else if safeProducer(cs) {
 				out = envMark
 			} else if v, ok := s.echoOutput(cs); ok {
 				out = v
@@ -866,6 +902,15 @@ func (s *gstate) cfg() *expand.Config {
 		},
 		ProcSubst: func(*syntax.ProcSubst) (string, error) { return "/dev/fd/63", nil },
 	}
+}
+
+// isPwd: $(pwd) prints the working directory.
+func isPwd(cs *syntax.CmdSubst) bool {
+	if len(cs.Stmts) != 1 || len(cs.Stmts[0].Redirs) > 0 {
+		return false
+	}
+	ce, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+	return ok && len(ce.Assigns) == 0 && len(ce.Args) == 1 && ce.Args[0].Lit() == "pwd"
 }
 
 // substs walks the command and process substitutions inside a word, and
@@ -1019,6 +1064,10 @@ func (s *gstate) noteAssignExp(w *syntax.Word) {
 // command runs code the guard has not seen as code.
 func (s *gstate) wrote(p string) {
 	s.written = append(s.written, s.absPaths(p)...)
+	if s.taintHit {
+		// A copy of a file filled from the environment is one too.
+		s.tainted = append(slices.Clone(s.tainted), s.absPaths(p)...)
+	}
 }
 
 // runsWritten reports whether p is a file written earlier by the command.

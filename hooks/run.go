@@ -25,7 +25,7 @@ const LogFile = ".agent.hooks.log"
 // deciders are the hooks by name.
 var deciders = map[string]func(cfg Config) func(*Input) Decision{
 	"guard": func(cfg Config) func(*Input) Decision {
-		return Guard{Home: cfg.Home, Workspace: cfg.Workspace, Log: cfg.Log}.Decide
+		return Guard{Home: cfg.Home, Workspace: cfg.Workspace, Log: cfg.Log, State: cfg.State}.Decide
 	},
 	"ask-gate": func(cfg Config) func(*Input) Decision {
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
@@ -48,6 +48,7 @@ type Config struct {
 	Workspace string // absolute; default DefaultWorkspace
 	Log       string // default Workspace/LogFile
 	Home      string // the agent's home (HOME); default DefaultHome
+	State     string // the guard's session state; default Workspace/StateDir
 }
 
 // Main runs `sbx hook` with its arguments (NAME and flags), the PreToolUse
@@ -63,7 +64,7 @@ func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) 
 	}()
 	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	cfg := Config{Workspace: getenv("SBX_WORKSPACE"), Log: getenv("SBX_HOOK_LOG"), Home: getenv("HOME")}
+	cfg := Config{Workspace: getenv("SBX_WORKSPACE"), Log: getenv("SBX_HOOK_LOG"), Home: getenv("HOME"), State: getenv("SBX_HOOK_STATE")}
 	fs.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "workspace directory")
 	fs.StringVar(&cfg.Log, "log", cfg.Log, "decision log file")
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +82,9 @@ func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) 
 	}
 	if cfg.Log == "" {
 		cfg.Log = filepath.Join(cfg.Workspace, LogFile)
+	}
+	if cfg.State == "" {
+		cfg.State = filepath.Join(cfg.Workspace, StateDir)
 	}
 	if !filepath.IsAbs(cfg.Home) {
 		cfg.Home = DefaultHome
