@@ -81,6 +81,9 @@ func (g Guard) Decide(in *Input) Decision {
 			}
 		}
 		for _, text := range writtenText(in) {
+			if isDocument(p) {
+				break // read by people, not run
+			}
 			if what := plantsExfiltration(text); what != "" {
 				return deny("guard: %s %s plants code that would send the environment or a secret out when it runs (%s)", in.ToolName, p, what)
 			}
@@ -397,6 +400,15 @@ func allStars(s []string) bool {
 func segCanMatch(c, r string, dotglob bool) bool {
 	if r == "*" {
 		return true
+	}
+	if hasGlob(r) {
+		// A rule's pattern segment (*.pth): a literal is matched
+		// against it; two patterns may overlap.
+		if hasGlob(c) {
+			return true
+		}
+		ok, err := path.Match(r, c)
+		return ok && err == nil
 	}
 	if !hasGlob(c) {
 		return c == r

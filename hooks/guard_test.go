@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -298,17 +299,22 @@ func TestGuardAsProcess(t *testing.T) {
 	}
 }
 
-// hookBench is the sbx binary BenchmarkGuardProcess runs; build it with
-// `go build -tags guest -o /tmp/sbx-hookbench .` (the guest binary boxes run hooks with; SBX_HOOKBENCH overrides the path).
+// hookBench is the sbx binary BenchmarkGuardProcess runs: SBX_HOOKBENCH,
+// or the guest binary (the one boxes run hooks with) built here with
+// `go build -tags guest`.
 func hookBench(b *testing.B) string {
-	p := os.Getenv("SBX_HOOKBENCH")
-	if p == "" {
-		p = "/tmp/sbx-hookbench"
+	b.Helper()
+	if p := os.Getenv("SBX_HOOKBENCH"); p != "" {
+		return p
 	}
-	if _, err := os.Stat(p); err != nil {
-		b.Skipf("no sbx binary at %s: go build -o %s . first", p, p)
+	bin := filepath.Join(b.TempDir(), "sbx")
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-tags", "guest", "-o", bin, ".")
+	cmd.Dir = filepath.Dir(filepath.Dir(file))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build the guest binary: %v\n%s", err, out)
 	}
-	return p
+	return bin
 }
 
 // BenchmarkGuardProcess is one guard decision as Claude Code pays for it:
@@ -319,6 +325,7 @@ func BenchmarkGuardProcess(b *testing.B) {
 	ws := b.TempDir()
 	in := bash(`cd /workspace/repo && git status --short && go test ./hooks/... 2>&1 | tail -20 && curl -s https://example.com/api | jq .`)
 	var times []time.Duration
+	b.ResetTimer()
 	for b.Loop() {
 		cmd := exec.Command(bin, "hook", "guard")
 		cmd.Env = []string{"SBX_WORKSPACE=" + ws, "HOME=/root", "PATH=/usr/bin:/bin"}
@@ -334,6 +341,9 @@ func BenchmarkGuardProcess(b *testing.B) {
 	}
 	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+	if log, err := os.ReadFile(filepath.Join(ws, LogFile)); err != nil || !bytes.Contains(log, []byte(`"decision":"allow"`)) {
+		b.Fatalf("decision not logged: %v", err)
+	}
 }
 
 // BenchmarkGuardProcessHooksOnly is BenchmarkGuardProcess with this

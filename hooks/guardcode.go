@@ -5,8 +5,10 @@ package hooks
 // a file that will run later.
 
 import (
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // codeLit is a string literal in interpreter code; joined when it is
@@ -84,6 +86,11 @@ func (s *gstate) codePaths(lang, code string) {
 	}
 	for _, l := range codeLiterals(code) {
 		v := l.val
+		if writes && !l.joined && strings.ContainsAny(v, "./") && !strings.ContainsAny(v, " \n\t") && v != "." && v != "/" {
+			// A file the code may write: remembered, like a
+			// redirection's target, should the code read the environment.
+			defer s.wrote(v)
+		}
 		pathy := strings.HasPrefix(v, "/") || strings.HasPrefix(v, "~") || strings.Contains(v, "..") || strings.HasPrefix(v, "\\")
 		if !pathy {
 			continue
@@ -144,37 +151,66 @@ func (s *gstate) pythonModule(mod string, args []string) {
 	}
 }
 
-var (
+// plantPatterns are compiled on the first Write or Edit that needs them:
+// compiled at package init, every hook process (most of them deciding a
+// Bash command) paid for them.
+var plantPatterns = sync.OnceValue(func() [4]*regexp.Regexp {
+	return [4]*regexp.Regexp{regexp.MustCompile(plantEnv), regexp.MustCompile(plantSecret), regexp.MustCompile(plantNet),
+		regexp.MustCompile(plantEnvCode)}
+})
+
+const (
 	// plantEnv are ways code dumps the whole environment, in the shell
 	// and in the usual languages.
-	plantEnv = regexp.MustCompile(`(?m)(^|[|;&(\x60\s"']|\$\(|\$\$\()(env|printenv|set|export -p|declare -p?x|declare -p|compgen -e)\s*($|[|;&)>\x60]|\s*\|)` +
-		`|process\.env\s*[),;}\]]|JSON\.stringify\(\s*process\.env|Object\.(entries|keys|values)\(\s*process\.env|\{\s*\.\.\.process\.env` +
+	plantEnv = (`(?m)(^|[|;&(\x60\s"'@-]|\$\(|\$\$\()(env|printenv|set|export -p|export|declare -p?x|declare -p|typeset -x|compgen -e)\s*($|[|;&)>\x60"']|\s*\|)` +
+		`|/proc/[^/\s]+(/task/[^/\s]+)?/environ|\bENVIRON\b|jq\s+-n\s+['"]?\$?env|\$ENV\b`)
+	// plantEnvCode are a language's dumps of the environment.
+	plantEnvCode = (`process\.env\s*[),;}\]]|JSON\.stringify\(\s*process\.env|Object\.(entries|keys|values)\(\s*process\.env|\{\s*\.\.\.process\.env` +
 		`|os\.environ\s*[),\]}]|environ\.(items|copy|keys|values)\(|dict\(\s*os\.environ|str\(\s*os\.environ|repr\(\s*os\.environ|os\.environ\s*$` +
 		`|ENV\.(to_h|to_a|to_s|each|keys|values|inspect|map|select|sort)|\bENV\s*[),]|%ENV|getenv\(\s*\)|os\.Environ\(\)|env::vars|System\.getenv\(\s*\)` +
 		`|Deno\.env\.toObject|Bun\.env\b|/proc/[^/\s]+(/task/[^/\s]+)?/environ|\bENVIRON\b|jq\s+-n\s+['"]?\$?env|\$ENV\b` +
 		`|process\[|globalThis\[`)
 	// plantSecret reads a credential variable by name.
-	plantSecret = regexp.MustCompile(`(\$\{?|env\.|environ\[\s*['"]|environ\.get\(\s*['"]|getenv\(\s*['"]|ENV\[\s*['"]|ENV\.fetch\(\s*['"]|Getenv\(\s*"|\$ENV\{)([A-Z][A-Z0-9_]*)`)
+	plantSecret = (`(\$\{?|env\.|environ\[\s*['"]|environ\.get\(\s*['"]|getenv\(\s*['"]|ENV\[\s*['"]|ENV\.fetch\(\s*['"]|Getenv\(\s*"|\$ENV\{)([A-Z][A-Z0-9_]*)`)
 	// plantNet sends data out.
-	plantNet = regexp.MustCompile(`\b(curl|wget|nc|ncat|netcat|socat|scp|sftp|rsync|telnet|nslookup|dig)\b|/dev/(tcp|udp)/|fetch\(|XMLHttpRequest|https?\.(request|get|post)\(|` +
+	plantNet = (`\b(curl|wget|nc|ncat|netcat|socat|scp|sftp|rsync|telnet|nslookup|dig)\b|/dev/(tcp|udp)/|fetch\(|XMLHttpRequest|https?\.(request|get|post)\(|` +
 		`requests\.(post|get|put|patch|request|Session)|urllib|urlopen|http\.client|httpx|aiohttp|socket\.|socket\(|create_connection|` +
 		`http\.(Post|Get|NewRequest|PostForm|DefaultClient)|net\.Dial|Net::HTTP|LWP|HTTP::Tiny|IO::Socket|TCPSocket|open-uri|URI\.open|` +
 		`java\.net|URL\(|HttpClient|axios|got\(|node-fetch|undici|WebSocket|dgram|fsockopen|curl_exec|reqwest|ureq|hyper::|TcpStream|` +
 		`require\(\s*\\?['"](node:)?(https?|net|tls|dgram|http2)\\?['"]\s*\)|npm\s+(publish|view|install\s+https?:)|pip\s+(download|install)\s+['"]?https?:|git\s+push\s+\S*(://|@)`)
 )
 
+// isDocument: documentation, which nothing runs.
+func isDocument(p string) bool {
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".md", ".markdown", ".rst", ".txt", ".adoc", ".org", ".tex", ".html":
+		return true
+	}
+	return false
+}
+
 // plantsExfiltration reports what in text would send the environment or
 // a secret out when run: a file that dumps the environment (or reads a
 // credential variable) and reaches the network.
 func plantsExfiltration(text string) string {
-	net := plantNet.FindString(text)
+	re := plantPatterns()
+	net := re[2].FindString(text)
 	if net == "" {
 		return ""
 	}
-	if m := plantEnv.FindString(text); m != "" {
+	// A shell's dump of the environment goes out in the same command (a
+	// line, with its continuations); a language's anywhere in the file.
+	for _, line := range strings.Split(strings.ReplaceAll(text, "\\\n", " "), "\n") {
+		if m := re[0].FindString(line); m != "" {
+			if n := re[2].FindString(line); n != "" {
+				return strings.TrimSpace(m) + " with " + n
+			}
+		}
+	}
+	if m := re[3].FindString(text); m != "" {
 		return strings.TrimSpace(m) + " with " + net
 	}
-	for _, m := range plantSecret.FindAllStringSubmatch(text, -1) {
+	for _, m := range re[1].FindAllStringSubmatch(text, -1) {
 		if isSecretName(m[2]) {
 			return m[2] + " with " + net
 		}

@@ -106,6 +106,7 @@ func (s *gstate) wrapper(base string, args []string, in stdin) {
 			if cmdVars[k] {
 				s.nestedCode(v, k+"=")
 			}
+			s.loaderVar(k, v)
 			continue
 		}
 		if !strings.HasPrefix(a, "-") || a == "-" {

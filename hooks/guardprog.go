@@ -89,6 +89,7 @@ func (s *gstate) run(args []string, in stdin) {
 		s.handlers = buildHandlers()
 	}
 	s.codeOptions(base, rest)
+	s.outputs(base, rest)
 	if h, ok := s.handlers[base]; ok {
 		h(s, base, rest, in)
 		return
@@ -461,7 +462,8 @@ func buildHandlers() map[string]handler {
 		prev := h[n]
 		h[n] = func(s *gstate, base string, args []string, in stdin) {
 			for i, a := range args {
-				if strings.Contains(a, "claude-code") {
+				// A path or package spec, not code that names it.
+				if strings.Contains(a, "claude-code") && !strings.ContainsAny(a, " ('\"`;") {
 					s.claude(base, args[i+1:], in)
 					return
 				}

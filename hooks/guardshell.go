@@ -589,6 +589,7 @@ func (s *gstate) assign(a *syntax.Assign, nameref bool) {
 	if cmdVars[name] {
 		s.nestedCode(val, name+"=")
 	}
+	s.loaderVar(name, val)
 	if name == "CDPATH" {
 		s.cdpath = true
 	}

@@ -237,6 +237,77 @@ func targetHandlers(h map[string]handler) {
 	}
 }
 
+// loaderVars make programs load code or configuration from a path the
+// variable names: set by the agent, they reconfigure its runtime.
+var loaderVars = map[string]bool{"GIT_CONFIG_GLOBAL": true, "GIT_CONFIG_SYSTEM": true, "GIT_CONFIG_PARAMETERS": true,
+	"GIT_CONFIG_COUNT": true, "GIT_EXEC_PATH": true, "GIT_TEMPLATE_DIR": true, "LD_PRELOAD": true, "LD_AUDIT": true,
+	"BASH_ENV": true, "ENV": true, "PYTHONSTARTUP": true, "PYTHONHOME": true, "PERL5OPT": true, "RUBYOPT": true,
+	"CLAUDE_CONFIG_DIR": true, "XDG_CONFIG_HOME": true, "GIT_CONFIG_NOSYSTEM": false}
+
+func (s *gstate) loaderVar(name, val string) {
+	switch {
+	case loaderVars[name]:
+		s.fail("setting %s makes programs load code or configuration from elsewhere, which reconfigures the agent's runtime", name)
+	case name == "NODE_OPTIONS" && (strings.Contains(val, "-r") || strings.Contains(val, "--require") || strings.Contains(val, "--import") ||
+		strings.Contains(val, "--loader") || strings.Contains(val, "--experimental-loader")):
+		s.fail("NODE_OPTIONS with a preloaded module runs code in every node process, Claude Code included")
+	case strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_"):
+		s.fail("%s sets git configuration the guard cannot follow", name)
+	}
+}
+
+// outputOptions are the options by which most programs name the file or
+// directory they write; programs for which they mean something else are
+// left out.
+var (
+	outputFileOptions = []string{"-o", "--output", "--out", "--output-file", "--outfile", "--out-file"}
+	outputDirOptions  = []string{"--output-dir", "--outdir", "--out-dir", "--target-dir", "--destdir", "--dest", "--install-dir",
+		"--prefix", "--root", "--directory-prefix", "--dir"}
+	otherOutput = map[string]bool{"ssh": true, "scp": true, "sftp": true, "mount": true, "ps": true, "grep": true, "egrep": true,
+		"fgrep": true, "rg": true, "ag": true, "ls": true, "tar": true, "bsdtar": true, "unzip": true, "sshfs": true, "lsof": true,
+		"mtr": true, "7z": true, "7za": true, "7zr": true, "7zz": true, "patch": true, "curl": true, "wget": true, "git": true,
+		"jq": true, "yq": true, "set": true, "shopt": true, "bash": true, "sh": true, "zsh": true, "dash": true, "xargs": true,
+		"find": true, "pip": true, "pip3": true, "npm": true, "pnpm": true, "yarn": true, "make": true, "nc": true, "ncat": true,
+		"socat": true, "openssl": true, "df": true, "du": true, "sed": true, "awk": true, "gawk": true, "cut": true, "tr": true,
+		"echo": true, "printf": true, "test": true, "[": true, "sudo": true, "env": true, "read": true, "head": true, "tail": true,
+		"column": true, "uniq": true, "join": true, "paste": true, "comm": true, "diff": true, "cmp": true, "top": true, "htop": true,
+		"sysctl": true, "ip": true, "ss": true, "netstat": true, "docker": true, "podman": true, "kubectl": true, "helm": true}
+)
+
+// outputs checks the generic output options of any other program: go
+// build -o, gcc -o, sort -o, aria2c -d, cpio -D and the like.
+func (s *gstate) outputs(base string, args []string) {
+	if otherOutput[base] || metaPrograms[base] {
+		return
+	}
+	for _, f := range optValues(args, outputFileOptions...) {
+		s.targetFile(base+" -o", f)
+	}
+	for _, d := range optValues(args, outputDirOptions...) {
+		if !strings.HasPrefix(d, "-") {
+			s.targetDir(base, d)
+		}
+	}
+	switch base {
+	case "aria2c":
+		for _, d := range optValues(args, "-d") {
+			s.targetDir(base+" -d", d)
+		}
+	case "cpio", "bsdcpio":
+		for _, d := range optValues(args, "-D") {
+			s.targetDir(base+" -D", d)
+		}
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-i") || a == "--extract" }) &&
+			len(optValues(args, "-D", "--directory")) == 0 {
+			s.targetDir(base+" -i", ".")
+		}
+	case "unsquashfs", "unrar", "cabextract", "lha":
+		for _, d := range optValues(args, "-d", "-dest") {
+			s.targetDir(base+" -d", d)
+		}
+	}
+}
+
 func withoutValues(args []string, names ...string) []string {
 	var out []string
 	for i := 0; i < len(args); i++ {
@@ -257,7 +328,7 @@ var networkSubs = map[string]bool{
 	"publish": true, "download": true, "get": true, "fetch": true, "update": true, "upgrade": true, "outdated": true,
 	"audit": true, "login": true, "adduser": true, "dist-tag": true, "owner": true, "access": true, "pack": true,
 	"exec": true, "dlx": true, "create": true, "init": true, "push": true, "pull": true, "upload": true, "sources": true,
-	"source": true, "deprecate": true, "unpublish": true, "star": true, "ping": true, "whoami": true, "token": true,
+	"source": true, "require": true, "create-project": true, "deprecate": true, "unpublish": true, "star": true, "ping": true, "whoami": true, "token": true,
 	"lock": true, "sync": true, "mod": true, "run": true, "build": true, "x": true, "tool": true, "yank": true,
 	"restore": true, "deploy": true, "repo": true, "dependency:get": true,
 }
