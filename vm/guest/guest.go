@@ -239,6 +239,9 @@ func run(ctx context.Context, console io.Writer, consoleWaited time.Duration, lo
 			return err
 		}
 	}
+	if err := provisionAgentUser("/", Workspace); err != nil {
+		return err
+	}
 	if err := loopbackUp(); err != nil {
 		log.Warn("bring up lo", "err", err)
 	}

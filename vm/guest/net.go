@@ -106,24 +106,31 @@ func writeNetFiles(root string) error {
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("network: %w", err)
 	}
-	if err := replaceFile(hosts, HostsWithGateway(old)); err != nil {
-		return err
+	if err := replaceFile(hosts, HostsWithGateway(old), 0o644); err != nil {
+		return fmt.Errorf("network: %w", err)
 	}
-	return replaceFile(filepath.Join(etc, "resolv.conf"),
-		[]byte("# sbx: no DNS inside a box; the gateway resolves names (HTTP proxy at "+GatewayName+").\n"))
+	if err := replaceFile(filepath.Join(etc, "resolv.conf"),
+		[]byte("# sbx: no DNS inside a box; the gateway resolves names (HTTP proxy at "+GatewayName+").\n"), 0o644); err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	return nil
 }
 
-// replaceFile writes data to a fresh file renamed over path, so a symlink
-// at path (Debian images may link resolv.conf elsewhere) is replaced, not
-// followed.
-func replaceFile(path string, data []byte) error {
+// replaceFile writes data to a fresh file (mode perm) renamed over path,
+// so a symlink at path (Debian images may link resolv.conf elsewhere) is
+// replaced, not followed.
+func replaceFile(path string, data []byte, perm os.FileMode) error {
 	tmp := path + ".sbx-tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("network: %w", err)
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, perm); err != nil { // a leftover tmp keeps its old mode
+		os.Remove(tmp)
+		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("network: %w", err)
+		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	return nil
 }
