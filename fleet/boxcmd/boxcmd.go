@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // TurnDir is where a box keeps its turns' output and exit files, outside
@@ -44,7 +46,9 @@ func NewCommand() *cobra.Command {
 		Short:  "Guest-side helpers of a run (inside a box)",
 		Hidden: true,
 	}
-	root.AddCommand(runCommand(), followCommand(), scriptAgentCommand())
+	// drop is the guest agent's trampoline to the unprivileged user
+	// (ExecRequest.User); it lives with the agent that starts it.
+	root.AddCommand(runCommand(), followCommand(), scriptAgentCommand(), agent.NewDropCommand())
 	return root
 }
 

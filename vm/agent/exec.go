@@ -241,6 +241,9 @@ type process struct {
 }
 
 func (s *server) startProcess(req ExecRequest) (*process, error) {
+	if err := checkUser(req.User); err != nil {
+		return nil, err
+	}
 	dir := s.root
 	if req.Dir != "" {
 		rel, err := s.rel(req.Dir)
@@ -256,7 +259,7 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 		}
 		dir = filepath.Join(s.root, rel)
 	}
-	env := append(append([]string{}, s.env...), req.Env...)
+	env := append(userEnv(req.User, s.env), req.Env...)
 	if req.TTY && lookupEnv(env, "TERM") == "" {
 		env = append(env, "TERM=xterm-256color")
 	}
@@ -264,6 +267,7 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	path, argv := asUser(req.User, path, req.Argv)
 
 	p := &process{}
 	var childFiles []*os.File
@@ -283,6 +287,15 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 			return nil, fmt.Errorf("exec: set pty size: %w", err)
 		}
 		p.tty = master
+		if req.User == AgentUser {
+			// The terminal is the agent's (as login does), so what opens
+			// its own tty by name (less, ssh, git's pager) may.
+			if err := slave.Chown(AgentUID, -1); err != nil {
+				master.Close()
+				slave.Close()
+				return nil, fmt.Errorf("exec: chown pty: %w", err)
+			}
+		}
 		childFiles = []*os.File{slave, slave, slave}
 		attr.Sys.Setsid = true
 		attr.Sys.Setctty = true
@@ -308,11 +321,29 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 		childFiles = []*os.File{ends[0][1], ends[1][1], ends[2][1]}
 		attr.Sys.Setpgid = true
 	}
+	if req.User == AgentUser {
+		// The trampoline starts on /dev/null and gets the process's stdio
+		// as fds 3-5 (see NewDropCommand): nothing the guest binary links
+		// may talk to the terminal before the target runs.
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			for _, f := range childFiles {
+				f.Close()
+			}
+			p.closeAll()
+			return nil, fmt.Errorf("exec: %w", err)
+		}
+		defer null.Close()
+		attr.Files = []uintptr{null.Fd(), null.Fd(), null.Fd()}
+		if req.TTY {
+			attr.Sys.Ctty = dropFirstFD
+		}
+	}
 	for _, f := range childFiles {
 		attr.Files = append(attr.Files, f.Fd())
 	}
 	pid, exited, err := s.reaper.Start(func() (int, error) {
-		return syscall.ForkExec(path, req.Argv, attr)
+		return syscall.ForkExec(path, argv, attr)
 	})
 	for _, f := range childFiles {
 		f.Close() // the child has its copies (a tty's slave is closed once per alias; extra closes are no-ops)

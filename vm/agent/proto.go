@@ -129,6 +129,10 @@ type ExecRequest struct {
 	TTY  bool     `json:"tty,omitempty"`
 	Rows uint16   `json:"rows,omitempty"`
 	Cols uint16   `json:"cols,omitempty"`
+	// User runs the process as that user: "" as root (the default), "agent"
+	// (AgentUser) as the box's unprivileged user with no capabilities and
+	// no_new_privs; any other name is refused.
+	User string `json:"user,omitempty"`
 }
 
 // ExitStatus is how a process ended: Code is -1 when a signal killed it.

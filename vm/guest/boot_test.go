@@ -235,9 +235,16 @@ func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 
 func (b *box) run(t testing.TB, argv ...string) string {
 	t.Helper()
+	return b.runAs(t, "", argv...)
+}
+
+// runAs runs argv as user (ExecRequest.User) and returns its stdout; a
+// failure ends the test.
+func (b *box) runAs(t testing.TB, user string, argv ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := b.client.Exec(ctx, agent.ExecRequest{Argv: argv})
+	p, err := b.client.Exec(ctx, agent.ExecRequest{Argv: argv, User: user})
 	if err != nil {
 		t.Fatalf("exec %q: %v", argv, err)
 	}
@@ -392,6 +399,16 @@ func checkGuest(t *testing.T, b *box) {
 		if !strings.Contains(env, want) {
 			t.Errorf("env lacks %q:\n%s", want, env)
 		}
+	}
+
+	// The unprivileged user exists in the initramfs root too (the init
+	// writes it at boot) and owns its home and the workspace's top.
+	if got := b.runAs(t, agent.AgentUser, "sh", "-c",
+		"id -u; id -g; grep -E '^(CapBnd|CapEff|NoNewPrivs):' /proc/self/status; echo x > /workspace/agent-x && echo x > $HOME/x && echo written; cat /proc/1/environ 2>/dev/null || echo no-environ"); got != "1000\n1000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\nwritten\nno-environ\n" {
+		t.Errorf("as %s in the initramfs root: %q", agent.AgentUser, got)
+	}
+	if got := b.run(t, "sh", "-c", "grep ^agent: /etc/passwd /etc/group; stat -c '%A %u %g' /home/agent /workspace"); got != "/etc/passwd:agent:x:1000:1000:sbx agent:/home/agent:/bin/sh\n/etc/group:agent:x:1000:\ndrwx------ 1000 1000\ndrwxr-xr-x 1000 1000\n" {
+		t.Errorf("the agent user in the initramfs root: %q", got)
 	}
 
 	// PTY size inside a real guest.
