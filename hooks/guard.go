@@ -320,6 +320,23 @@ func (g Guard) writeProtected(segs []string, subtree bool) string {
 	return g.match(segs, subtree, false, false)
 }
 
+// planeProtected is writeProtected without the system directories: what
+// naming a path to a program that may write it must not reach.
+func (g Guard) planeProtected(segs []string) string {
+	return g.matchRules(withoutSystem(g.rules()), segs, false, false, false, false)
+}
+
+// withoutSystem drops the system directories' rules.
+func withoutSystem(rules []pathRule) []pathRule {
+	var out []pathRule
+	for _, r := range rules {
+		if !r.system {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // readProtected is writeProtected for the files that may not be read.
 func (g Guard) readProtected(segs []string) string {
 	return g.match(segs, false, true, false)

@@ -60,7 +60,7 @@ var (
 		"shutil.", "fs.", "Deno.write", "Deno.remove", "Deno.rename", "fopen", "IO.write", "cp(", "mv(", "rm(", "open(F", "open(my", "sysopen"}
 	// codeEnvDynamic reaches the environment or a global by a computed
 	// name: a dump of the environment for the guard's purposes.
-	codeEnvDynamic = []string{"process[", "globalThis[", "global[", "Reflect.", "__dict__", "vars(", "ENV.to_", "ENV.each",
+	codeEnvDynamic = []string{"process[", "'process')", "\"process\")", "node:process", ".env)", ".env,", ".env}", "environb", "globalThis[", "global[", "Reflect.", "__dict__", "vars(", "ENV.to_", "ENV.each",
 		"ENV.keys", "ENV.values", "ENV.map", "ENV.select", "ENV.inspect", "ENV.sort", "ENV.filter", "getenv()", "environ.items",
 		"environ.copy", "os.environ)", "os.environ,", "(os.environ", "Deno.env.toObject", "Bun.env", "keys %ENV", "%ENV)",
 		"os.Environ()", "env::vars", "System.getenv()", "ENVIRON", "/environ"}

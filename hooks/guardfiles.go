@@ -4,6 +4,8 @@ package hooks
 
 import (
 	"path/filepath"
+
+	"mvdan.cc/sh/v3/syntax"
 	"slices"
 	"strings"
 )
@@ -92,6 +94,9 @@ func (s *gstate) moveLink(base string, args []string, in stdin) {
 	}
 	if base == "mv" || base == "ln" {
 		s.intoDir(base, ops)
+		for _, t := range optValues(args, "-t", "--target-directory") {
+			s.targetDir(base+" -t", t)
+		}
 	}
 }
 
@@ -240,7 +245,30 @@ func (s *gstate) find(_ string, args []string, _ stdin) {
 	}
 }
 
-func (s *gstate) xargs(_ string, args []string, _ stdin) {
+// pipeFrom is the standard input a pipe gives its right side: names of
+// files below a workspace directory when the left side is a plain find
+// there, anything otherwise.
+func (s *gstate) pipeFrom(left *syntax.Stmt) stdin {
+	in := stdinPipe
+	ce, ok := left.Cmd.(*syntax.CallExpr)
+	if !ok || len(left.Redirs) > 0 || len(ce.Args) < 2 || ce.Args[0].Lit() != "find" {
+		return in
+	}
+	var starts []string
+	for _, w := range ce.Args[1:] {
+		a := w.Lit()
+		if a == "" || strings.HasPrefix(a, "-") || a == "(" || a == "!" {
+			break
+		}
+		starts = append(starts, a)
+	}
+	if len(starts) == 1 && s.scratchOnly(starts[0]) {
+		in.files = starts[0]
+	}
+	return in
+}
+
+func (s *gstate) xargs(_ string, args []string, in stdin) {
 	replace := ""
 	i := 0
 	for ; i < len(args); i++ {
@@ -280,14 +308,18 @@ func (s *gstate) xargs(_ string, args []string, _ stdin) {
 	if len(cmd) == 0 {
 		cmd = []string{"echo"}
 	}
+	found := taintMark
+	if in.files != "" && removers[filepath.Base(cmd[0])] {
+		found = in.files // rm does not follow a symlink it is given
+	}
 	if replace != "" {
 		for k, c := range cmd {
 			if strings.Contains(c, replace) {
-				cmd[k] = taintMark
+				cmd[k] = found
 			}
 		}
 	} else {
-		cmd = append(cmd, taintMark)
+		cmd = append(cmd, found)
 	}
 	s.run(cmd, stdinNone)
 }

@@ -271,7 +271,39 @@ func (s *gstate) claude(_ string, args []string, _ stdin) {
 	}
 }
 
+// awkOutput finds `print > "file"` and `>> "file"` in an awk program: the
+// file is a target; one named by an expression cannot be checked.
+func (s *gstate) awkOutput(base, prog string) {
+	for i := 0; i < len(prog); i++ {
+		if prog[i] != '>' || i > 0 && prog[i-1] == '>' {
+			continue
+		}
+		before := prog[:i]
+		st := strings.LastIndexAny(before, ";{}\n")
+		if !strings.Contains(before[st+1:], "print") {
+			continue // a comparison
+		}
+		rest := strings.TrimLeft(strings.TrimPrefix(prog[i+1:], ">"), " \t")
+		if rest == "" || rest[0] != '"' {
+			s.fail("%s prints to a file named by an expression, which cannot be checked", base)
+			return
+		}
+		end := strings.IndexByte(rest[1:], '"')
+		if end < 0 {
+			return
+		}
+		name := rest[1 : end+1]
+		if strings.TrimLeft(rest[end+2:], " \t") != "" && !strings.ContainsAny(strings.TrimLeft(rest[end+2:], " \t")[:1], ";}\n)") {
+			name += "x" // "dir/" $1: a file in that directory
+		}
+		s.targetFile(base+" print >", name)
+	}
+}
+
 func (s *gstate) awk(base string, args []string, _ stdin) {
+	if prog := operands(withoutValues(args, "-F", "-v", "-f")); len(prog) > 0 {
+		s.awkOutput(base, prog[0])
+	}
 	for _, a := range args {
 		if strings.Contains(a, "ENVIRON") || strings.Contains(a, "PROCINFO") {
 			s.fact(&s.envDump, base+" ENVIRON")
@@ -700,6 +732,8 @@ func (s *gstate) codeOptions(base string, args []string) {
 					s.nestedCode(c, base+" "+o)
 				} else if c, ok := strings.CutPrefix(v, "shell "); ok {
 					s.nestedCode(c, base+" "+o)
+				} else if f := strings.Fields(v); len(f) >= 2 && vimWrites[f[0]] {
+					s.targetFile(base+" "+o+" "+f[0], f[1])
 				} else if strings.Contains(v, "system(") || strings.HasPrefix(v, "py") || strings.HasPrefix(v, "lua") {
 					s.fail("%s %s runs code the guard cannot check", base, o)
 				}
@@ -728,6 +762,10 @@ func (s *gstate) codeOptions(base string, args []string) {
 		}
 	}
 }
+
+// vimWrites are the editor commands that write the buffer to a file.
+var vimWrites = map[string]bool{"w": true, "w!": true, "write": true, "write!": true, "wq": true, "wq!": true, "x": true,
+	"x!": true, "sav": true, "sav!": true, "saveas": true, "saveas!": true, "up": true, "update": true, "w>>": true}
 
 // sedCode: sed's e command and s///e flag run shell commands, and w
 // writes a file named inside the script.

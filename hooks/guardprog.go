@@ -57,6 +57,9 @@ func (s *gstate) run(args []string, in stdin) {
 		return
 	}
 	base := filepath.Base(name)
+	if b, _, ok := strings.Cut(base, "."); ok && (b == "mkfs" || b == "fsck") {
+		base = b // mkfs.ext4, fsck.xfs
+	}
 	rest := args[1:]
 	// Files whose content the command itself writes (tee, like a
 	// redirection); a copied binary is no more unknown than any other.
@@ -146,6 +149,10 @@ func (s *gstate) argChecks(base string, rest []string) {
 					s.fail("%s %s: reading %s is not allowed (%s)", base, printable(a), c, why)
 					return
 				}
+			}
+			if !reader && !metaPrograms[base] && isBlockDevice(c) {
+				s.fail("%s %s: the box's disks are not the agent's to touch", base, c)
+				return
 			}
 			if !reader {
 				why := s.mentionCheck(c)
@@ -355,7 +362,7 @@ func buildHandlers() map[string]handler {
 		}
 	}
 	h["printenv"] = func(s *gstate, _ string, args []string, _ stdin) {
-		if len(args) == 0 {
+		if len(operands(args)) == 0 {
 			s.fact(&s.envDump, "printenv")
 		}
 	}

@@ -95,6 +95,9 @@ func (s *gstate) verdict() error {
 type stdin struct {
 	kind int    // stdinNone, stdinPipe, stdinFile, stdinCode
 	code string // stdinCode: the here-document or here-string text
+	// files: stdinPipe from `find DIR` with DIR in the workspace or
+	// /tmp: the names read are files below DIR.
+	files string
 }
 
 const (
@@ -266,7 +269,7 @@ func (s *gstate) command(cmd syntax.Command, in stdin) {
 		case syntax.Pipe, syntax.PipeAll:
 			sn := s.snapshot()
 			s.stmt(x.X, in)
-			s.stmt(x.Y, stdinPipe)
+			s.stmt(x.Y, s.pipeFrom(x.X))
 			s.merge(sn)
 		default: // && and ||: the right side may not run
 			s.stmt(x.X, in)
@@ -770,8 +773,9 @@ func (s *gstate) check(p string, subtree, read, lenient bool) string {
 		byName := lenient && strings.HasPrefix(a, "/**/")
 		for _, q := range s.pathForms(a) {
 			rules := s.rules
-			if s.noSystem {
-				rules = s.planeRules()
+			if s.noSystem || lenient {
+				// Naming a system path is not writing it.
+				rules = withoutSystem(s.rules)
 			}
 			if why := s.g.matchRules(rules, splitPath(q), subtree, read, s.glob, byName); why != "" {
 				return why
@@ -788,17 +792,6 @@ func (s *gstate) pathForms(a string) []string {
 		return []string{a}
 	}
 	return normalized(a)
-}
-
-// planeRules are the rules without the system directories.
-func (s *gstate) planeRules() []pathRule {
-	var out []pathRule
-	for _, r := range s.rules {
-		if !r.system {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func printable(s string) string {

@@ -83,10 +83,40 @@ func optValues(args []string, names ...string) []string {
 				out = append(out, a[len(n)+1:])
 			case !strings.HasPrefix(n, "--") && len(n) == 2 && strings.HasPrefix(a, n) && len(a) > 2 && !strings.HasPrefix(a, "--"):
 				out = append(out, a[2:])
+			case !strings.HasPrefix(n, "--") && len(n) == 2 && isFlagBundle(a) && a[len(a)-1] == n[1] && i+1 < len(args):
+				// -sft DIR: a bundle of flags ending in the option.
+				out = append(out, args[i+1])
 			}
 		}
 	}
 	return out
+}
+
+// isBlockDevice: a disk, partition or device-mapper node.
+func isBlockDevice(p string) bool {
+	rest, ok := strings.CutPrefix(filepath.Clean(p), "/dev/")
+	if !ok {
+		return false
+	}
+	for _, pre := range []string{"vd", "sd", "hd", "xvd", "nvme", "mmcblk", "dm-", "mapper/", "disk/", "loop", "md", "nbd", "pmem", "ram", "sr", "mem", "kmem", "port"} {
+		if strings.HasPrefix(rest, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+// isFlagBundle: -abc, letters only.
+func isFlagBundle(a string) bool {
+	if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+		return false
+	}
+	for _, c := range a[1:] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 // targetHandlers are the programs that write where an option or an
@@ -251,6 +281,10 @@ func (s *gstate) loaderVar(name, val string) {
 	case name == "NODE_OPTIONS" && (strings.Contains(val, "-r") || strings.Contains(val, "--require") || strings.Contains(val, "--import") ||
 		strings.Contains(val, "--loader") || strings.Contains(val, "--experimental-loader")):
 		s.fail("NODE_OPTIONS with a preloaded module runs code in every node process, Claude Code included")
+	case name == "GIT_WORK_TREE" || name == "GIT_DIR" || name == "GIT_COMMON_DIR" || name == "GIT_INDEX_FILE":
+		if !s.scratchOnly(val) {
+			s.targetDir(name, val)
+		}
 	case strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_"):
 		s.fail("%s sets git configuration the guard cannot follow", name)
 	}
