@@ -358,6 +358,8 @@ func buildHandlers() map[string]handler {
 			switch strings.ToLower(strings.TrimSpace(k)) {
 			case "proxycommand", "localcommand", "knownhostscommand":
 				s.nestedCode(v, "ssh "+k)
+			case "sendenv", "setenv":
+				s.fact(&s.envDump, "ssh "+k)
 			}
 		}
 	}

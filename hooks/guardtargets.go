@@ -226,7 +226,7 @@ func targetHandlers(h map[string]handler) {
 			s.intoDir("install", ops)
 		}
 	}
-	for _, n := range []string{"pip", "pip3", "pipx", "uv"} {
+	for _, n := range []string{"pip", "pip3", "pipx", "uv", "uvx"} {
 		h[n] = (*gstate).pip
 	}
 	for _, n := range []string{"npm", "pnpm", "yarn", "bun"} {
@@ -367,8 +367,20 @@ var networkSubs = map[string]bool{
 	"restore": true, "deploy": true, "repo": true, "dependency:get": true,
 }
 
+// packageValued are package managers' options that take a value, which
+// is not the subcommand.
+var packageValued = []string{"--registry", "--prefix", "-C", "--cwd", "--dir", "-w", "--workspace", "--filter", "-i",
+	"--index-url", "--extra-index-url", "-r", "--requirement", "-t", "--target", "--source", "-c", "--constraint",
+	"--python", "-p", "--project", "--manifest-path", "--config", "--userconfig", "--cache", "--directory", "--index"}
+
 func packageNetwork(base string, args []string) bool {
-	ops := operands(args)
+	ops := operands(withoutValues(args, packageValued...))
+	if base == "uv" && len(ops) > 0 && ops[0] == "pip" {
+		ops = ops[1:] // uv pip install
+	}
+	if base == "uvx" || base == "pipx" && len(ops) > 0 && ops[0] == "run" {
+		return true
+	}
 	if len(ops) == 0 {
 		return base == "yarn" || base == "bundle" || base == "composer"
 	}
