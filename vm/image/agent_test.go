@@ -50,60 +50,9 @@ func TestAgentImage(t *testing.T) {
 }
 
 func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
-	// A private data dir for the boxes, sharing the built image read-only.
-	data := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(data, "images"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(img.Path, filepath.Join(data, "images", image.Agent+".ext4")); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	initrd, err := initramfs.Build(ctx, t.TempDir(), initramfs.Options{
-		Init: initramfs.BuildTestBinary(t), Modules: k.Modules,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend, err := qemu.New(ctx, qemu.Config{DataDir: data, Kernel: &k, Initramfs: initrd, Debug: true,
-		Forwarder: forwarder(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := vm.New(ctx, vm.Config{Backend: backend, BootTimeout: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	const name = "agent-image"
-	// The box's one way out: a test gateway on a unix socket.
-	sock := filepath.Join(t.TempDir(), "gw.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "gateway: %s %s", r.Method, r.URL.Path)
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
-	if _, err := m.Create(ctx, name, vm.Spec{Image: image.Agent, MemoryMiB: 1024, WorkspaceMiB: 64, Egress: sock}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := m.Destroy(ctx, name); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-	}()
-	start := time.Now()
-	if _, err := m.Start(ctx, name); err != nil {
-		console, _ := os.ReadFile(filepath.Join(backend.Dir(name), "console.log"))
-		t.Fatalf("boot the agent image (%s kernel): %v\nconsole:\n%s", k.Kind, err, tail(console, 3000))
-	}
-	t.Logf("%s kernel: agent image booted to the agent in %v", k.Kind, time.Since(start).Round(time.Millisecond))
+	m, name := startAgentBox(ctx, t, img, k)
 	for _, tc := range []struct {
 		argv []string
 		want string
@@ -135,6 +84,66 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 	}
 }
 
+// startAgentBox boots a box of the agent image on kernel k through the real
+// vm.Manager and QEMU backend, with a test gateway as its one way out, and
+// destroys it when the test ends.
+func startAgentBox(ctx context.Context, t *testing.T, img image.Image, k kernel.Kernel) (*vm.Manager, string) {
+	t.Helper()
+	// A private data dir for the boxes, sharing the built image read-only.
+	data := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(img.Path, filepath.Join(data, "images", image.Agent+".ext4")); err != nil {
+		t.Fatal(err)
+	}
+	initrd, err := initramfs.Build(ctx, t.TempDir(), initramfs.Options{
+		Init: initramfs.BuildTestBinary(t), Modules: k.Modules,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := qemu.New(ctx, qemu.Config{DataDir: data, Kernel: &k, Initramfs: initrd, Debug: true,
+		Forwarder: forwarder(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.New(ctx, vm.Config{Backend: backend, BootTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	const name = "agent-image"
+	// The box's one way out: a test gateway on a unix socket.
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "gateway: %s %s", r.Method, r.URL.Path)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	if _, err := m.Create(ctx, name, vm.Spec{Image: image.Agent, MemoryMiB: 1024, WorkspaceMiB: 64, Egress: sock}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := m.Destroy(ctx, name); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	start := time.Now()
+	if _, err := m.Start(ctx, name); err != nil {
+		console, _ := os.ReadFile(filepath.Join(backend.Dir(name), "console.log"))
+		t.Fatalf("boot the agent image (%s kernel): %v\nconsole:\n%s", k.Kind, err, tail(console, 3000))
+	}
+	t.Logf("%s kernel: agent image booted to the agent in %v", k.Kind, time.Since(start).Round(time.Millisecond))
+	return m, name
+}
+
 // forwarder builds the vm tests' guest init, which (like sbx) serves
 // `vm-fwd SOCKET` for QEMU's egress connections; the sbx test binary gets
 // that command only when main.go wires vm.NewForwardCommand.
@@ -150,7 +159,15 @@ func forwarder(t *testing.T) string {
 
 func run(ctx context.Context, t *testing.T, m *vm.Manager, name string, argv []string) (stdout, stderr string, status string) {
 	t.Helper()
-	p, err := m.Exec(ctx, name, agent.ExecRequest{Argv: argv})
+	return runReq(ctx, t, m, name, agent.ExecRequest{Argv: argv})
+}
+
+// runReq runs req in the box to its end: its output and "0", "1"... or
+// "signal NAME".
+func runReq(ctx context.Context, t *testing.T, m *vm.Manager, name string, req agent.ExecRequest) (stdout, stderr string, status string) {
+	t.Helper()
+	argv := req.Argv
+	p, err := m.Exec(ctx, name, req)
 	if err != nil {
 		t.Fatalf("exec %v: %v", argv, err)
 	}
