@@ -728,6 +728,18 @@ func (s *gstate) absPaths(p string) []string {
 	if p == "" {
 		return nil
 	}
+	if strings.Contains(p, `\`) {
+		// Expansion keeps backslashes where bash drops them (the
+		// replacement of ${p//:/\/}): judge both readings.
+		return append(s.absPathsAs(p), s.absPathsAs(strings.ReplaceAll(p, `\`, ""))...)
+	}
+	return s.absPathsAs(p)
+}
+
+func (s *gstate) absPathsAs(p string) []string {
+	if p == "" {
+		return nil
+	}
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		// A tilde bash did not expand (after a colon in an assignment):
 		// judged as the home directory, the stricter reading.
