@@ -87,6 +87,9 @@ func (g Guard) Decide(in *Input) Decision {
 			if what := plantsExfiltration(text); what != "" {
 				return deny("guard: %s %s plants code that would send the environment or a secret out when it runs (%s)", in.ToolName, p, what)
 			}
+			if what := plantsControlWrite(text); what != "" {
+				return deny("guard: %s %s plants code that would change the control plane (%s) when it runs", in.ToolName, p, what)
+			}
 		}
 		return allow("path outside the control plane")
 	case "read", "notebook-read", "search":

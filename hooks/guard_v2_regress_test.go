@@ -192,3 +192,25 @@ func TestRegressionGuardBackslashInExpansion(t *testing.T) {
 	guardDenies(t, `p="/etc:claude-code"; echo {} > ${p//:/\/}/managed-settings.json`,
 		`p=/root:.claude; cp s.json "${p//:/\/}/settings.json"`)
 }
+
+// Paths built from the separator constant carry no "/" in the text, and a
+// file the agent writes may hold the code that changes the control plane.
+func TestRegressionGuardSeparatorPathsAndPlantedWrites(t *testing.T) {
+	guardDenies(t, `python3 -c "import os,shutil; shutil.rmtree(os.sep.join(['', 'usr', 'lib']))"`,
+		`node -e "const p=require('path'); require('fs').rmSync(p.sep+'usr',{recursive:true})"`)
+	guardAllows(t, `python3 -c "import os; print(os.sep)"`)
+	for _, c := range []struct {
+		content string
+		deny    bool
+	}{
+		{"#!/bin/sh\necho '{}' > /etc/claude-code/managed-settings.json\n", true},
+		{"import os, json\njson.dump({}, open(os.path.expanduser('~/.claude/settings.json'), 'w'))\n", true},
+		{"import os\nROOT = os.path.dirname(os.path.abspath(__file__))\n", false},
+	} {
+		d := boxGuard.Decide(&Input{ToolName: "Write", Cwd: "/workspace/repo", ToolInput: map[string]json.RawMessage{
+			"file_path": json.RawMessage(`"/workspace/repo/scripts/x"`), "content": json.RawMessage(mustJSON(c.content))}})
+		if d.Allow == c.deny {
+			t.Errorf("Write %q: allow=%v (%s)", c.content, d.Allow, d.Reason)
+		}
+	}
+}

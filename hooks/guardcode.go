@@ -64,6 +64,13 @@ var (
 		"ENV.keys", "ENV.values", "ENV.map", "ENV.select", "ENV.inspect", "ENV.sort", "ENV.filter", "getenv()", "environ.items",
 		"environ.copy", "os.environ)", "os.environ,", "(os.environ", "Deno.env.toObject", "Bun.env", "keys %ENV", "%ENV)",
 		"os.Environ()", "env::vars", "System.getenv()", "ENVIRON", "/environ"}
+	// pathSeparators build absolute paths without a "/" in the text.
+	pathSeparators = []string{".sep", "SEPARATOR", "sep.join", "anchor", "Path.root", "abspath(os.curdir", "os.path.abspath('/"}
+	// planeNames in a file's content: code that, run later, would write
+	// the control plane.
+	planeNames = []string{"/etc/claude-code", ".claude/settings", ".claude/hooks", "ld.so.preload", "ld.so.conf", "/usr/local/bin/sbx",
+		".agent.task", ".agent.hooks", "sitecustomize", "usercustomize", "claude-code/cli.js", "disableAllHooks", "managed-settings.json",
+		".credentials.json", ".git-credentials"}
 	// pythonStartup are names whose writing plants code every python
 	// process runs.
 	pythonStartup = []string{"site.", "getsitepackages", "getusersitepackages", "site-packages", "dist-packages",
@@ -77,6 +84,12 @@ var (
 func (s *gstate) codePaths(lang, code string) {
 	writes := containsAny(code, writeMarkers) || containsAny(code, deleteMarkers) || containsAny(code, codeWrites)
 	if writes {
+		for _, m := range pathSeparators {
+			if strings.Contains(code, m) {
+				s.fail("%s code can write and builds paths from %s; the guard cannot tell where they lead", lang, m)
+				return
+			}
+		}
 		for _, m := range pythonStartup {
 			if strings.Contains(code, m) {
 				s.fail("%s code writes and names %s: code other programs load at start", lang, m)
@@ -187,6 +200,19 @@ func isDocument(p string) bool {
 		return true
 	}
 	return false
+}
+
+// plantsControlWrite reports a control-plane name in text that can
+// write files (code, or a shell redirection): run later, it would change
+// what the guard protects.
+func plantsControlWrite(text string) string {
+	for _, m := range planeNames {
+		if strings.Contains(text, m) && (containsAny(text, writeMarkers) || containsAny(text, codeWrites) ||
+			strings.Contains(text, ">") || containsAny(text, []string{"cp ", "mv ", "tee ", "install ", "ln ", "rm "})) {
+			return m
+		}
+	}
+	return ""
 }
 
 // plantsExfiltration reports what in text would send the environment or
