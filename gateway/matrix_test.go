@@ -271,6 +271,21 @@ func (m *matrix) snapshot() string {
 	return b.String()
 }
 
+// settled waits until alice's box is not mid-turn (a right call before
+// may have started one, which ends on its own) and returns the snapshot.
+func (m *matrix) settled() string {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		b, err := m.g.f.Get(context.Background(), m.g.alice, m.box)
+		if err != nil || (b.State != fleet.Running && b.State != fleet.Creating) {
+			return m.snapshot()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m.t.Fatalf("box %s still running after 2 minutes", m.box)
+	return ""
+}
+
 // ---- HTTP ----
 
 // httpRoute says how to call a route and who may.
@@ -425,7 +440,7 @@ func (m *matrix) callHTTP(t *testing.T, pattern, cred string) {
 		method = http.MethodGet
 	}
 	want := expectHTTP(r, cred)
-	before := m.snapshot()
+	before := m.settled()
 	var body io.Reader
 	if r.body != "" {
 		body = strings.NewReader(r.body)
@@ -536,7 +551,7 @@ var mcpTools = map[string]mcpTool{
 func (m *matrix) mcpMatrix(t *testing.T) {
 	// Who may connect at all.
 	for _, cred := range []string{credNone, credMalformed, credRevoked, credExpired} {
-		before := m.snapshot()
+		before := m.settled()
 		cs, err := m.mcpConnect(m.apiKey[cred])
 		if err == nil {
 			cs.Close()
@@ -618,7 +633,7 @@ func (m *matrix) callTool(t *testing.T, cs *sdk.ClientSession, name, cred string
 		}
 		args[k] = v
 	}
-	before := m.snapshot()
+	before := m.settled()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
@@ -662,7 +677,7 @@ func (m *matrix) readResource(t *testing.T, cs *sdk.ClientSession, cred string) 
 	if cred == credOther {
 		want = notFound
 	}
-	before := m.snapshot()
+	before := m.settled()
 	_, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "sbx://" + m.box + "/widget/README.md"})
 	got := ok
 	if err != nil {
@@ -813,7 +828,7 @@ func (m *matrix) runSSH(t *testing.T, path, cred string, adminOnly bool) {
 	if c.args != "" {
 		args = append(args, strings.Fields(m.fill(c.args))...)
 	}
-	before := m.snapshot()
+	before := m.settled()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ssh", args...)
