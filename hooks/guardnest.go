@@ -382,9 +382,21 @@ sub:
 		s.taintHit = hit
 	case "push", "send-email", "request-pull":
 		s.fact(&s.sends, "git "+sub)
+	case "apply", "am":
+		for _, d := range optValues(rest, "--directory") {
+			s.targetDir("git "+sub+" --directory", d)
+		}
+		if slices.Contains(rest, "--unsafe-paths") {
+			s.fail("git %s --unsafe-paths writes outside the work tree", sub)
+		}
 	}
 	switch sub {
 	case "push", "fetch", "pull", "clone", "ls-remote", "archive", "send-email", "request-pull", "submodule", "remote":
+		if sub == "clone" {
+			for _, d := range optValues(rest, "--separate-git-dir", "--template") {
+				s.targetDir("git clone", d)
+			}
+		}
 		for _, a := range rest {
 			if isURL(a) {
 				s.fact(&s.network, "git "+sub+" "+printable(a))
@@ -462,7 +474,7 @@ func (s *gstate) interpreter(lang string, args []string, in stdin) {
 		"deno": "",
 	}[lang]
 	valued := map[string]string{
-		"python": "mWXQ", "node": "r", "nodejs": "r", "bun": "r", "perl": "MmIlx0", "ruby": "rIEFCx0K", "php": "fcdz",
+		"python": "mWXQ", "node": "r", "nodejs": "r", "bun": "r", "perl": "MmIx", "ruby": "rIEFCx0K", "php": "fcdz",
 		"lua": "l", "luajit": "lj",
 	}[lang]
 	var codes []string
@@ -492,6 +504,13 @@ opts:
 		}
 		for k := 1; k < len(a); k++ {
 			c := a[k]
+			if (c == 'l' || c == '0') && lang == "perl" {
+				// -l and -0 take only attached digits: -le CODE.
+				for k+1 < len(a) && a[k+1] >= '0' && a[k+1] <= '9' {
+					k++
+				}
+				continue
+			}
 			if c == 'i' && (lang == "perl" || lang == "ruby") {
 				inPlace = true
 				break // -i.bak

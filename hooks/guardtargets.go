@@ -106,6 +106,20 @@ func isBlockDevice(p string) bool {
 	return false
 }
 
+// writesInto: a long option's name says it names where the program writes.
+func writesInto(k string) bool {
+	if strings.Contains(k, "include") || strings.Contains(k, "exclude") || strings.Contains(k, "source") || strings.Contains(k, "input") || strings.Contains(k, "from") ||
+		strings.Contains(k, "sysroot") || strings.Contains(k, "config") {
+		return false
+	}
+	for _, w := range []string{"dir", "dest", "prefix", "root", "target", "output", "out", "install", "into", "location", "home", "path"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // isFlagBundle: -abc, letters only.
 func isFlagBundle(a string) bool {
 	if len(a) < 3 || a[0] != '-' || a[1] == '-' {
@@ -250,6 +264,15 @@ func targetHandlers(h map[string]handler) {
 			}
 		}
 	}
+	for _, n := range []string{"bundle", "poetry", "conda", "mamba", "gh", "composer", "go", "cargo", "rustup", "pdm", "hatch", "uv"} {
+		prev := h[n]
+		h[n] = func(s *gstate, base string, args []string, in stdin) {
+			s.toolConfig(base, args)
+			if prev != nil && s.err == nil {
+				prev(s, base, args, in)
+			}
+		}
+	}
 	h["jq"] = func(s *gstate, _ string, args []string, _ stdin) {
 		for _, a := range args {
 			if strings.Contains(a, "$ENV") || strings.Contains(a, "$__loc__") || slices.Contains(identTokens(a), "env") && !strings.HasPrefix(a, "-") {
@@ -311,7 +334,26 @@ var (
 // outputs checks the generic output options of any other program: go
 // build -o, gcc -o, sort -o, aria2c -d, cpio -D and the like.
 func (s *gstate) outputs(base string, args []string) {
-	if otherOutput[base] || metaPrograms[base] {
+	if metaPrograms[base] || isReader(base, args) {
+		return
+	}
+	for _, a := range args {
+		// --wheel-dir=, --pack-destination, --install-root: a long
+		// option named for where it writes.
+		k, v, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		if !ok {
+			if i := slices.Index(args, a); i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				v = args[i+1]
+			}
+		}
+		if v != "" && filepath.IsAbs(stripEnv(v)) && writesInto(k) {
+			s.targetDir(base+" --"+k, v)
+		}
+	}
+	if otherOutput[base] {
 		return
 	}
 	for _, f := range optValues(args, outputFileOptions...) {
@@ -323,6 +365,10 @@ func (s *gstate) outputs(base string, args []string) {
 		}
 	}
 	switch base {
+	case "gem":
+		for _, d := range optValues(args, "-i", "-n", "--bindir") {
+			s.targetDir(base+" -i", d)
+		}
 	case "aria2c":
 		for _, d := range optValues(args, "-d") {
 			s.targetDir(base+" -d", d)
@@ -438,13 +484,42 @@ func (s *gstate) jsPackages(base string, args []string) {
 	}
 }
 
+// toolConfig: a tool's user or global configuration outlives the
+// command and decides what later runs of the tool execute or fetch (go env
+// -w GOFLAGS=-toolexec=..., gh config set editor, bundle config --global).
+func (s *gstate) toolConfig(base string, args []string) {
+	ops := operands(args)
+	if base == "go" {
+		if len(ops) > 0 && ops[0] == "env" && slices.ContainsFunc(args, func(a string) bool { return a == "-w" || a == "-u" }) {
+			s.fail("go env -w changes go's configuration for every later build")
+		}
+		return
+	}
+	if len(ops) < 2 || ops[0] != "config" {
+		return
+	}
+	if slices.Contains(args, "--local") || slices.Contains(args, "--project") {
+		return
+	}
+	switch ops[1] {
+	case "get", "list", "show", "--list", "-l", "view":
+		return
+	}
+	if base == "conda" || base == "mamba" || base == "composer" || base == "poetry" {
+		if len(ops) == 2 && !slices.ContainsFunc(args, func(a string) bool { return a == "--set" || a == "--add" || a == "-g" || a == "--global" }) && base != "poetry" {
+			return
+		}
+	}
+	s.fail("%s config %s changes the tool's configuration for every later run", base, ops[1])
+}
+
 // pip: a target or prefix outside the workspace installs code other
 // programs import; a config change moves where packages come from.
 func (s *gstate) pip(base string, args []string, _ stdin) {
 	if packageNetwork(base, args) {
 		s.fact(&s.network, base+" index")
 	}
-	for _, d := range optValues(args, "-t", "--target", "--prefix", "--root", "-d", "--dest", "--src") {
+	for _, d := range optValues(args, "-t", "--target", "--prefix", "--root", "-d", "--dest", "--src", "-w", "--wheel-dir") {
 		s.targetDir(base, d)
 	}
 	ops := operands(args)
