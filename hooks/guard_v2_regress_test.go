@@ -227,3 +227,11 @@ func TestRegressionGuardToolTargetsAndConfig(t *testing.T) {
 	guardAllows(t, `npm pack --pack-destination dist`, `pip wheel -w wheels .`, `go env GOPATH`, `bundle config set --local path vendor/bundle`,
 		`git apply --directory=sub p.diff`, `grep -r --exclude-dir=/usr/lib TODO .`, `perl -le 'print for 1..3'`)
 }
+
+// printf -v NAME with a plain %s format made NAME unknown, and a write to
+// it was refused.
+func TestRegressionGuardPrintfV(t *testing.T) {
+	guardAllows(t, `printf -v out "%s.log" build; echo x > "$out"`)
+	guardDenies(t, `printf -v p '%s/%s' /etc/claude-code managed-settings.json; echo {} > "$p"`,
+		`printf -v p '%b' '\x2froot'; echo x > "$p/.bashrc"`)
+}

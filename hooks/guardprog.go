@@ -102,6 +102,20 @@ func (s *gstate) run(args []string, in stdin) {
 	}
 }
 
+// printfS is what printf FORMAT ARGS... prints when the format has only
+// %s directives, one per argument, and no escapes: printf -v p '%s/%s' a b.
+func printfS(args []string) (string, bool) {
+	if len(args) == 0 || strings.Contains(args[0], `\`) || strings.Count(args[0], "%") != strings.Count(args[0], "%s") ||
+		strings.Count(args[0], "%s") != len(args)-1 {
+		return "", false
+	}
+	out := args[0]
+	for _, a := range args[1:] {
+		out = strings.Replace(out, "%s", a, 1)
+	}
+	return out, true
+}
+
 // metaPrograms only look at a path's name or metadata.
 var metaPrograms = map[string]bool{
 	"ls": true, "stat": true, "test": true, "[": true, "realpath": true, "readlink": true, "basename": true,
@@ -453,6 +467,9 @@ func buildHandlers() map[string]handler {
 				s.arithmText(args[i+1])
 				name, _, _ := strings.Cut(args[i+1], "[")
 				s.vars[name] = strVar(taintMark)
+				if v, ok := printfS(args[i+2:]); ok && name == args[i+1] {
+					s.vars[name] = strVar(v)
+				}
 			}
 		}
 	}
