@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,7 +81,8 @@ type matrix struct {
 	// Things a right call may consume, made for it.
 	victimKey     keys.APIKey // alice's, revoked by the right call
 	victimSession string
-	coverage      []string
+	coverage      map[string]map[string]string // row → credential → outcome
+	calls         int
 	open          map[string]outcome // what an open route answered first
 }
 
@@ -95,7 +97,7 @@ func TestAccessMatrix(t *testing.T) {
 	if err := g.s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m := &matrix{t: t, g: g, open: map[string]outcome{}, apiKey: map[string]string{}, session: map[string]*http.Cookie{}, sshKey: map[string]string{}}
+	m := &matrix{t: t, g: g, open: map[string]outcome{}, coverage: map[string]map[string]string{}, apiKey: map[string]string{}, session: map[string]*http.Cookie{}, sshKey: map[string]string{}}
 	m.httpURL = "http://" + g.s.HTTPAddr().String()
 	_, m.sshPort, _ = net.SplitHostPort(g.s.SSHAddr().String())
 	m.setUp(ctx)
@@ -109,7 +111,44 @@ func TestAccessMatrix(t *testing.T) {
 		m.prepare(ctx)
 		t.Run(front.name, front.run)
 	}
-	t.Logf("coverage (%d calls):\n%s", len(m.coverage), strings.Join(m.coverage, "\n"))
+	// The table goes to the test's standard output, so `go tool task test`
+	// shows it even when the test passes.
+	fmt.Print(m.table())
+}
+
+// cover records what cred got from row.
+func (m *matrix) cover(row, cred, got string) {
+	if m.coverage[row] == nil {
+		m.coverage[row] = map[string]string{}
+	}
+	m.coverage[row][cred] = got
+	m.calls++
+}
+
+// table renders the coverage: one row per route, command or tool, one
+// column per credential ("ok 200", "unauth 401", "notfound 1"…; "-" where
+// a credential does not apply to the front).
+func (m *matrix) table() string {
+	cols := []string{credNone, credMalformed, credRevoked, credExpired, "disabled-user", credRead, credOther, credRight}
+	rows := make([]string, 0, len(m.coverage))
+	for r := range m.coverage {
+		rows = append(rows, r)
+	}
+	sort.Strings(rows)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "access matrix: %d rows, %d calls\nroute, command or tool\t%s\n", len(rows), m.calls, strings.Join(cols, "\t"))
+	for _, r := range rows {
+		cells := make([]string, len(cols))
+		for i, c := range cols {
+			if cells[i] = m.coverage[r][c]; cells[i] == "" {
+				cells[i] = "-"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", r, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+	return b.String()
 }
 
 // setUp makes the users and every credential.
@@ -502,7 +541,7 @@ func (m *matrix) callHTTP(t *testing.T, pattern, cred string) {
 			m.open[pattern], want = got, got
 		}
 	}
-	m.coverage = append(m.coverage, fmt.Sprintf("http %-45s %-10s %-9s %d", pattern, cred, got, resp.StatusCode))
+	m.cover("http "+pattern, cred, fmt.Sprintf("%s %d", got, resp.StatusCode))
 	if got != want {
 		t.Errorf("%s as %s: %s (%d), want %s: %s", pattern, cred, got, resp.StatusCode, want, bytes.TrimSpace(data))
 	}
@@ -557,7 +596,7 @@ func (m *matrix) mcpMatrix(t *testing.T) {
 			cs.Close()
 			t.Errorf("mcp connect as %s: accepted", cred)
 		}
-		m.coverage = append(m.coverage, fmt.Sprintf("mcp %-46s %-10s %-9s", "connect", cred, unauth))
+		m.cover("mcp connect", cred, string(unauth))
 		if after := m.snapshot(); after != before {
 			t.Errorf("mcp connect as %s changed state", cred)
 		}
@@ -649,7 +688,7 @@ func (m *matrix) callTool(t *testing.T, cs *sdk.ClientSession, name, cred string
 		}
 		got = classifyText(msg)
 	}
-	m.coverage = append(m.coverage, fmt.Sprintf("mcp %-46s %-10s %-9s", "tools/call "+name, cred, got))
+	m.cover("mcp tools/call "+name, cred, string(got))
 	if got != want {
 		t.Errorf("mcp %s as %s: %s, want %s: %s", name, cred, got, want, msg)
 	}
@@ -686,7 +725,7 @@ func (m *matrix) readResource(t *testing.T, cs *sdk.ClientSession, cred string) 
 			got = notFound
 		}
 	}
-	m.coverage = append(m.coverage, fmt.Sprintf("mcp %-46s %-10s %-9s", "resources/read sbx://{box}/{+path}", cred, got))
+	m.cover("mcp resources/read sbx://{box}/{+path}", cred, string(got))
 	if got != want {
 		t.Errorf("mcp resources/read as %s: %s, want %s: %v", cred, got, want, err)
 	}
@@ -850,7 +889,7 @@ func (m *matrix) runSSH(t *testing.T, path, cred string, adminOnly bool) {
 	case code != 0:
 		got = classifyText(stderr.String())
 	}
-	m.coverage = append(m.coverage, fmt.Sprintf("ssh %-46s %-13s %-9s exit %d", path, cred, got, code))
+	m.cover("ssh "+path, cred, fmt.Sprintf("%s %d", got, code))
 	if got != want {
 		t.Errorf("ssh %s as %s: %s (exit %d), want %s\nstdout %s\nstderr %s", path, cred, got, code, want, out, stderr.String())
 	}
@@ -885,7 +924,7 @@ func (m *matrix) sftp(t *testing.T, cred string) {
 	case err != nil:
 		got = invalid
 	}
-	m.coverage = append(m.coverage, fmt.Sprintf("ssh %-46s %-13s %-9s", "subsystem sftp (ls BOX)", cred, got))
+	m.cover("ssh subsystem sftp (ls BOX)", cred, string(got))
 	if got != want {
 		t.Errorf("sftp as %s: %s, want %s: %s", cred, got, want, out)
 	}
