@@ -237,7 +237,8 @@ func (g Guard) rules() []pathRule {
 		add(h+"/.config/git/credentials", "git credentials", true)
 		for _, f := range []string{".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 			".bash_aliases", ".bash_completion", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/systemd/**",
-			".config/fish/**", ".gitconfig", ".config/git/config", ".ssh/config", ".ssh/rc"} {
+			".config/fish/**", ".gitconfig", ".config/git/config", ".ssh/config", ".ssh/rc", ".ssh/authorized_keys",
+			".ssh/authorized_keys2", ".ssh/environment"} {
 			add(h+"/"+f, "a file that persists commands across sessions", false)
 		}
 	}

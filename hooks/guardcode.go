@@ -57,7 +57,7 @@ var (
 	// codeWrites are calls that change files, beyond writeMarkers.
 	codeWrites = []string{"writeFile", "appendFile", "Bun.write", "file_put_contents", "os.replace", "link(", "FileUtils",
 		"rm_rf", "rmSync", "makedirs", "write_text", "write_bytes", "'x'", "\"x\"", "O_WRONLY", "O_CREAT", "O_TRUNC",
-		"shutil.", "fs.", "Deno.write", "Deno.remove", "Deno.rename", "fopen", "IO.write", "cp(", "mv(", "rm(", "open(F", "open(my", "sysopen"}
+		"shutil.", "fs.", "cpSync", "copyFile", "rename", "mkdir_p", "move(", "symlink", "Set-Content", "Out-File", "writeLines", "write.csv", "Deno.write", "Deno.remove", "Deno.rename", "fopen", "IO.write", "cp(", "mv(", "rm(", "open(F", "open(my", "sysopen"}
 	// codeEnvDynamic reaches the environment or a global by a computed
 	// name: a dump of the environment for the guard's purposes.
 	codeEnvDynamic = []string{"process[", "'process')", "\"process\")", "node:process", ".env)", ".env,", ".env}", "environb", "globalThis[", "global[", "Reflect.", "__dict__", "vars(", "ENV.to_", "ENV.each",

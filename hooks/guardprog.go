@@ -52,8 +52,8 @@ func (s *gstate) run(args []string, in stdin) {
 		s.fail("%s runs a file this command writes; write it in one command and run it in another, so it can be checked", name)
 		return
 	}
-	if readsProgramFromStdin(args) && in.kind == stdinPipeKind {
-		s.fail("%s reads a program (-f -) from a pipe, which cannot be checked", name)
+	if readsProgramFromStdin(args) && (in.kind == stdinPipeKind || in.kind == stdinCodeKind) {
+		s.fail("%s reads a program (-f -) from a pipe or here-document, which cannot be checked", name)
 		return
 	}
 	base := filepath.Base(name)

@@ -273,6 +273,9 @@ func targetHandlers(h map[string]handler) {
 			}
 		}
 	}
+	for _, n := range []string{"sqlite3", "duckdb", "psql", "mysql", "mariadb"} {
+		h[n] = (*gstate).sqlFiles
+	}
 	h["jq"] = func(s *gstate, _ string, args []string, _ stdin) {
 		for _, a := range args {
 			if strings.Contains(a, "$ENV") || strings.Contains(a, "$__loc__") || slices.Contains(identTokens(a), "env") && !strings.HasPrefix(a, "-") {
@@ -480,6 +483,25 @@ func (s *gstate) jsPackages(base string, args []string) {
 	case "config", "c", "set":
 		if len(ops) > 1 && (ops[1] == "set" || ops[1] == "edit" || ops[1] == "delete" || ops[1] == "rm") || ops[0] == "set" {
 			s.fail("%s config %s changes the package manager's configuration (where packages come from and what runs their scripts)", base, ops[len(ops)-1])
+		}
+	}
+}
+
+// sqlFiles: a database shell opens and writes files its SQL names
+// (ATTACH 'file', .output FILE, COPY ... TO 'file', INTO OUTFILE 'file').
+func (s *gstate) sqlFiles(base string, args []string, _ stdin) {
+	for _, a := range args {
+		for _, l := range codeLiterals(a) {
+			if strings.HasPrefix(l.val, "/") || strings.HasPrefix(l.val, "~") || strings.Contains(l.val, "..") {
+				s.targetFile(base, l.val)
+			}
+		}
+		f := strings.Fields(a)
+		for i := 0; i+1 < len(f); i++ {
+			switch f[i] {
+			case ".output", ".once", ".save", ".backup", ".import", ".open", "\\o", "\\copy", "\\g":
+				s.targetFile(base+" "+f[i], strings.Trim(f[i+1], `'"`))
+			}
 		}
 	}
 }
