@@ -246,3 +246,11 @@ func TestRegressionGuardNinthBatch(t *testing.T) {
 	guardAllows(t, `node -e "require('fs').cpSync('src','dist',{recursive:true})"`, `cat ~/.ssh/known_hosts`,
 		`make -f Makefile.ci test`, `sqlite3 data/app.db ".tables"`, `sqlite3 x.db "ATTACH 'data/other.db' AS o"`)
 }
+
+// git push and npm publish carry what the command put in a commit, a tag
+// or a package, with no host named.
+func TestRegressionGuardEnvironmentSentByPush(t *testing.T) {
+	guardDenies(t, `git commit --allow-empty -m "$(env | base64 -w0)" && git push`,
+		`git tag -a v1 -m "$(printenv)" && git push --tags`)
+	guardAllows(t, `git commit -m "wip" && git push`, `env | grep -i go`)
+}

@@ -79,6 +79,9 @@ func (s *gstate) verdict() error {
 	if s.taintHit && s.sends != "" {
 		return fmt.Errorf("the command sends (%s) a file filled from the environment earlier in the session", s.sends)
 	}
+	if s.sends != "" && s.envDump != "" {
+		return fmt.Errorf("the command dumps the environment (%s) and sends it (%s)", s.envDump, s.sends)
+	}
 	if s.network == "" {
 		return nil
 	}
