@@ -174,6 +174,11 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	logf, err := os.OpenFile(ts.MkAbs("serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	ts.Check(err)
+	// A restart appends to serve.out: only a banner past this offset is this start's.
+	var before int
+	if fi, err := out.Stat(); err == nil {
+		before = int(fi.Size())
+	}
 	cmd.Stdout, cmd.Stderr = out, logf
 	ts.Check(cmd.Start())
 	done := make(chan error, 1)
@@ -192,17 +197,17 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if addrs, ok := testutil.ReadAddrFile(addrFile, "ssh", "url"); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
+		// Ready once the address file names this process and its banner
+		// (written in one piece after the file) is out.
+		out, _ := os.ReadFile(ts.MkAbs("serve.out"))
+		i := bytes.LastIndex(out, []byte("sbx is serving"))
+		if addrs, ok := testutil.ReadAddrFile(addrFile, "ssh", "url"); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) && i >= before {
 			_, port, _ := net.SplitHostPort(addrs["ssh"])
 			ts.Setenv("SSH_PORT", port)
 			ts.Setenv("HTTP_URL", addrs["url"])
 			ts.Setenv("SBX_PID", addrs["pid"])
 			// What this start printed, for `stdout` checks.
-			out, _ := os.ReadFile(ts.MkAbs("serve.out"))
-			if i := bytes.LastIndex(out, []byte("sbx is serving")); i >= 0 {
-				out = out[i:]
-			}
-			fmt.Fprintf(ts.Stdout(), "%s", out)
+			fmt.Fprintf(ts.Stdout(), "%s", out[i:])
 			return
 		}
 		select {

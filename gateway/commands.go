@@ -127,13 +127,17 @@ func serve(ctx context.Context, out io.Writer, cfg config.Config, opts Options) 
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	fmt.Fprintf(out, "sbx is serving (data dir %s)\n", cfg.DataDir)
-	fmt.Fprintf(out, "  ssh   %s   (%s)\n", srv.SSHAddr(), srv.SSHCommand())
-	fmt.Fprintf(out, "  http  %s\n", srv.HTTPURL())
-	fmt.Fprintf(out, "  host key %s\n", srv.HostKeyFingerprint())
+	// One write: whoever reads the output once the address file exists
+	// sees the whole banner or none of it.
+	var banner strings.Builder
+	fmt.Fprintf(&banner, "sbx is serving (data dir %s)\n", cfg.DataDir)
+	fmt.Fprintf(&banner, "  ssh   %s   (%s)\n", srv.SSHAddr(), srv.SSHCommand())
+	fmt.Fprintf(&banner, "  http  %s\n", srv.HTTPURL())
+	fmt.Fprintf(&banner, "  host key %s\n", srv.HostKeyFingerprint())
 	if msg := srv.Bootstrap().Message(); msg != "" {
-		fmt.Fprintf(out, "%s\n", strings.TrimRight(msg, "\n"))
+		fmt.Fprintf(&banner, "%s\n", strings.TrimRight(msg, "\n"))
 	}
+	io.WriteString(out, banner.String())
 	opts.Logger.Info("serving", "ssh", srv.SSHAddr().String(), "http", srv.HTTPURL(),
 		"host_key", srv.HostKeyFingerprint(), "data", cfg.DataDir)
 
