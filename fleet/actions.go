@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm/agent"
@@ -171,7 +172,7 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	p := profiles()[rec.Agent]
 	actx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(strings.TrimPrefix(workDir(rec), "/workspace"), "/"), Env: f.agentEnv(rec)})
+	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(strings.TrimPrefix(workDir(rec), "/workspace"), "/"), Env: append(f.agentEnv(rec), "SBX_LANE="+hooks.SideLane)})
 	e := f.entry(caller, "box.ask", name)
 	if err != nil {
 		f.audit.Finish(ctx, e, err, "error")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -399,37 +400,64 @@ func writeTar(w io.Writer, root string) error {
 	return tw.Close()
 }
 
-// setupScript prepares the guest for the agent: its settings with the
-// hooks, the side lane's settings, git identity, the turn directory.
+// setupScript prepares the guest for the agent, as root: Claude Code's
+// managed settings (its hooks, pinned: the agent user cannot write them,
+// and allowManagedHooksOnly drops any hook of user, project or plugin
+// settings), the side lane's settings, git's identity in the system config
+// (read-only to the agent, which has no ~/.gitconfig of ours to rewrite),
+// the root-only turn directory.
 const setupScript = `set -e
-mkdir -p /root/.claude /var/lib/sbx/turns
-printf '%s' "$SBX_SETTINGS" > /root/.claude/settings.json
+umask 022
+mkdir -p /var/lib/sbx/turns ` + managedSettingsDir + `
+chmod 755 /var/lib/sbx ` + managedSettingsDir + `
+chmod 700 /var/lib/sbx/turns
+printf '%s' "$SBX_SETTINGS" > ` + managedSettingsPath + `
 printf '%s' "$SBX_SIDE_SETTINGS" > /var/lib/sbx/side-settings.json
+chown 0:0 ` + managedSettingsPath + ` /var/lib/sbx/side-settings.json
+chmod 644 ` + managedSettingsPath + ` /var/lib/sbx/side-settings.json
 if command -v git >/dev/null 2>&1; then
-  git config --global user.name "sbx agent"
-  git config --global user.email agent@sbx.invalid
-  git config --global --add safe.directory '*'
+  git config --system user.name "sbx agent"
+  git config --system user.email agent@sbx.invalid
+  git config --system --get-all safe.directory | grep -qx '*' || git config --system --add safe.directory '*'
 fi
 `
 
+// Where Claude Code reads its managed (policy) settings on Linux: above
+// every user, project and command-line setting.
+const (
+	managedSettingsDir  = "/etc/claude-code"
+	managedSettingsPath = managedSettingsDir + "/managed-settings.json"
+)
+
+// ownWorkspace gives the workspace's content (the repos just copied in) to
+// the agent user, who runs the agent; the task file is written after it,
+// as root's.
+var ownWorkspace = `chown -R ` + agentOwner + ` /workspace`
+
+var agentOwner = strconv.Itoa(agent.AgentUID) + ":" + strconv.Itoa(agent.AgentGID)
+
 // setup installs hooks and settings in the guest (unless a warm-pool
-// machine already has them) and writes the task file.
+// machine already has them), gives the workspace to the agent user and
+// writes the task file.
 func (f *Fleet) setup(ctx context.Context, vmName, task string, prepared bool) error {
 	if !prepared {
 		if err := f.prepare(ctx, vmName); err != nil {
 			return err
 		}
 	}
+	if out, err := f.run(ctx, vmName, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", ownWorkspace}}); err != nil {
+		return fmt.Errorf("give the workspace to the agent user: %w: %s", err, out)
+	}
 	return f.vm.WriteFile(ctx, vmName, ".agent.task", 0o644, strings.NewReader(task+"\n"))
 }
 
 // prepare installs what every box needs whatever its task: the agent's
-// hook settings, the side lane's, git's identity.
+// managed hook settings, the side lane's, git's identity.
 func (f *Fleet) prepare(ctx context.Context, vmName string) error {
 	out, err := f.run(ctx, vmName, agent.ExecRequest{
 		Argv: []string{"/bin/sh", "-c", setupScript},
 		Env: []string{
-			"SBX_SETTINGS=" + string(hookSettings("guard", "ask-gate")),
+			"SBX_SETTINGS=" + string(managedSettings()),
 			"SBX_SIDE_SETTINGS=" + string(hookSettings("guard", "read-only")),
 		},
 	})

@@ -67,13 +67,21 @@ func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req ag
 	}
 	p, err := f.vm.Exec(ctx, rec.VM, req)
 	e := f.entry(caller, "box.exec", name)
-	e.Detail = firstWord(req.Argv)
+	e.Detail = firstWord(req.Argv) + " as " + execUserName(req.User)
 	if err != nil {
 		f.audit.Finish(ctx, e, err, "error")
 		return nil, f.safeErr(fmt.Errorf("exec in box %q: %w", name, err))
 	}
 	_ = f.audit.Record(ctx, e)
 	return newProcess(f.red, p, woke, req.TTY), nil
+}
+
+// execUserName is who an exec runs as, for its audit row.
+func execUserName(user string) string {
+	if user == "" {
+		return "root"
+	}
+	return user
 }
 
 func firstWord(argv []string) string {

@@ -123,6 +123,21 @@ func hookSettings(hooks ...string) []byte {
 	return b
 }
 
+// managedSettings is Claude Code's managed-settings.json in the box: the
+// guard and the lane's own hook (hooks "lane": the ask-gate in the
+// driver's lane, read-only in the side lane, told apart by SBX_LANE) for
+// every tool call, and only managed hooks run (allowManagedHooksOnly:
+// hooks the agent could add to ~/.claude, a project's .claude or a plugin
+// are ignored). disableAllHooks is honoured only from managed settings, so
+// nothing the agent writes switches these off.
+func managedSettings() []byte {
+	var doc map[string]any
+	_ = json.Unmarshal(hookSettings("guard", "lane"), &doc)
+	doc["allowManagedHooksOnly"] = true
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	return b
+}
+
 type plainParser struct{}
 
 func (p *plainParser) line(b []byte) string { return string(b) + "\n" }

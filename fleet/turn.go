@@ -34,7 +34,7 @@ func workDir(rec record) string {
 
 // agentEnv is the environment of the agent's process.
 func (f *Fleet) agentEnv(rec record) []string {
-	env := []string{"HOME=/root", "SBX_BOX=" + rec.Name, "CI=1", "DISABLE_AUTOUPDATER=1"}
+	env := []string{"HOME=" + agent.AgentHome, "SBX_BOX=" + rec.Name, "CI=1", "DISABLE_AUTOUPDATER=1"}
 	if f.net != nil {
 		env = append(env, netEnv()...)
 	}
@@ -66,7 +66,9 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 			return err
 		}
 	}
-	argv := append([]string{guestSBX, "box", "run", "--out", out, "--exit", exit, "--dir", workDir(*rec), "--"},
+	// The supervisor stays root (the turn files are root's); the agent
+	// itself runs as the box's unprivileged user.
+	argv := append([]string{guestSBX, "box", "run", "--out", out, "--exit", exit, "--dir", workDir(*rec), "--user", agent.AgentUser, "--"},
 		agentArgv...)
 	who := actor.User
 	if who == "" {

@@ -456,3 +456,33 @@ func BenchmarkCheckReadOnly(b *testing.B) {
 		}
 	}
 }
+
+// The lane hook is the ask-gate in the driver's lane and read-only in the
+// side lane (SBX_LANE=side): one fixed list of managed hooks serves both.
+func TestLaneHook(t *testing.T) {
+	e := newEnv(t)
+	write := payload("Write", map[string]any{"file_path": filepath.Join(e.workspace, "a"), "content": "x"})
+	side := func(k string) string {
+		if k == "SBX_LANE" {
+			return SideLane
+		}
+		return e.getenv(k)
+	}
+	run := func(getenv func(string) string, in []byte) int {
+		var stderr bytes.Buffer
+		return Main([]string{"lane"}, bytes.NewReader(in), &stderr, getenv)
+	}
+	if code := run(e.getenv, write); code != ExitAllow {
+		t.Errorf("driver lane, no question: a write is denied")
+	}
+	if code := run(side, write); code != ExitDeny {
+		t.Errorf("side lane: a write is allowed")
+	}
+	if code := run(side, payload("Read", map[string]any{"file_path": filepath.Join(e.workspace, "a")})); code != ExitAllow {
+		t.Errorf("side lane: a read is denied")
+	}
+	e.question(t, "Which word?")
+	if code := run(e.getenv, write); code != ExitDeny {
+		t.Errorf("driver lane, question pending: a write is allowed")
+	}
+}

@@ -31,7 +31,20 @@ var deciders = map[string]func(cfg Config) func(*Input) Decision{
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
 	},
 	"read-only": func(Config) func(*Input) Decision { return ReadOnly },
+	// lane is the lane's own hook from one fixed command (the box's managed
+	// settings pin a single list of hooks for both lanes): read-only in the
+	// side lane (SBX_LANE=side, set by the gateway when it starts the
+	// process), the ask-gate in the driver's.
+	"lane": func(cfg Config) func(*Input) Decision {
+		if cfg.Lane == SideLane {
+			return ReadOnly
+		}
+		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
+	},
 }
+
+// SideLane is SBX_LANE's value in the read-only side lane.
+const SideLane = "side"
 
 // Names lists the hooks Main knows.
 func Names() []string {
@@ -49,6 +62,7 @@ type Config struct {
 	Log       string // default Workspace/LogFile
 	Home      string // the agent's home (HOME); default DefaultHome
 	State     string // the guard's session state; default Workspace/StateDir
+	Lane      string // SBX_LANE: SideLane for the read-only lane, else the driver's
 }
 
 // Main runs `sbx hook` with its arguments (NAME and flags), the PreToolUse
@@ -64,7 +78,7 @@ func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) 
 	}()
 	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	cfg := Config{Workspace: getenv("SBX_WORKSPACE"), Log: getenv("SBX_HOOK_LOG"), Home: getenv("HOME"), State: getenv("SBX_HOOK_STATE")}
+	cfg := Config{Workspace: getenv("SBX_WORKSPACE"), Log: getenv("SBX_HOOK_LOG"), Home: getenv("HOME"), State: getenv("SBX_HOOK_STATE"), Lane: getenv("SBX_LANE")}
 	fs.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "workspace directory")
 	fs.StringVar(&cfg.Log, "log", cfg.Log, "decision log file")
 	if err := fs.Parse(args); err != nil {

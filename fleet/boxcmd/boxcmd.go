@@ -53,16 +53,19 @@ func NewCommand() *cobra.Command {
 }
 
 func runCommand() *cobra.Command {
-	var out, exitFile, dir string
+	var out, exitFile, dir, user string
 	cmd := &cobra.Command{
-		Use:   "run --out FILE --exit FILE [--dir DIR] -- ARGV...",
+		Use:   "run --out FILE --exit FILE [--dir DIR] [--user agent] -- ARGV...",
 		Short: "Run ARGV with its output appended to FILE (and copied to stdout while anyone reads it), its status written to the exit file",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" || exitFile == "" {
 				return errors.New("--out and --exit are required")
 			}
-			code, err := supervise(cmd.OutOrStdout(), out, exitFile, dir, args)
+			if user != "" && user != agent.AgentUser {
+				return fmt.Errorf("--user: only %q (or none, root) may be asked for", agent.AgentUser)
+			}
+			code, err := supervise(cmd.OutOrStdout(), out, exitFile, dir, user, args)
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "sbx box run: %v\n", err)
 				os.Exit(ExitFollowError)
@@ -74,6 +77,7 @@ func runCommand() *cobra.Command {
 	cmd.Flags().StringVar(&out, "out", "", "output file (appended)")
 	cmd.Flags().StringVar(&exitFile, "exit", "", "exit status file, written when the command ends")
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory")
+	cmd.Flags().StringVar(&user, "user", "", `run ARGV as this user: "agent" (the box's unprivileged user, through the trampoline of sbx box drop) or none (root)`)
 	return cmd
 }
 
@@ -83,7 +87,12 @@ func runCommand() *cobra.Command {
 // to be resumed with follow). When argv ends its status goes to exitFile
 // ("0", "1", ... or "signal killed"), atomically, and is returned as an
 // exit code. The host runs it as an exec, which outlives its connection.
-func supervise(live io.Writer, out, exitFile, dir string, argv []string) (int, error) {
+//
+// With user agent.AgentUser the supervisor stays root (the output and exit
+// files are root's, 0600, out of the agent's reach) and only argv runs as
+// the unprivileged user: started through the drop trampoline, with the
+// agent user's HOME, USER, LOGNAME and PATH.
+func supervise(live io.Writer, out, exitFile, dir, user string, argv []string) (int, error) {
 	for _, p := range []string{out, exitFile} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return 0, err
@@ -98,10 +107,13 @@ func supervise(live io.Writer, out, exitFile, dir string, argv []string) (int, e
 	if err != nil {
 		return 0, err
 	}
-	c := exec.Command(argv[0], argv[1:]...)
-	c.Stdout, c.Stderr, c.Dir = pw, pw, dir
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
+	c, err := supervised(argv, pw, user)
+	if err == nil {
+		c.Dir = dir
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err = c.Start()
+	}
+	if err != nil {
 		pw.Close()
 		pr.Close()
 		fmt.Fprintf(f, "sbx: cannot start %s: %v\n", argv[0], err)
@@ -147,6 +159,32 @@ func supervise(live io.Writer, out, exitFile, dir string, argv []string) (int, e
 	}
 	_ = f.Sync()
 	return code, writeExit(exitFile, status)
+}
+
+// supervised is the command that runs argv with its output on w: as
+// root, or through the drop trampoline as the agent user (the target's
+// stdin, stdout and stderr on fds 3-5, /dev/null on its own 0-2).
+func supervised(argv []string, w *os.File, user string) (*exec.Cmd, error) {
+	if user != agent.AgentUser {
+		c := exec.Command(argv[0], argv[1:]...)
+		c.Stdout, c.Stderr = w, w
+		return c, nil
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, err
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	prog, args := agent.AsAgent(path, argv)
+	c := &exec.Cmd{Path: prog, Args: args, Env: agent.AgentEnv(os.Environ())}
+	c.ExtraFiles = []*os.File{null, w, w}
+	return c, nil
 }
 
 // tee copies the agent's output to the file (which must get every byte)

@@ -35,7 +35,7 @@ func files(t *testing.T) (out, exit string) {
 func TestSuperviseCopiesToFileAndLive(t *testing.T) {
 	out, exit := files(t)
 	var live syncBuf
-	code, err := supervise(&live, out, exit, "", []string{"sh", "-c", "echo one; echo two >&2; exit 3"})
+	code, err := supervise(&live, out, exit, "", "", []string{"sh", "-c", "echo one; echo two >&2; exit 3"})
 	if err != nil || code != 3 {
 		t.Fatalf("code %d err %v", code, err)
 	}
@@ -53,7 +53,7 @@ func TestSuperviseCopiesToFileAndLive(t *testing.T) {
 
 func TestSuperviseSignal(t *testing.T) {
 	out, exit := files(t)
-	code, err := supervise(&syncBuf{}, out, exit, "", []string{"sh", "-c", "kill -9 $$"})
+	code, err := supervise(&syncBuf{}, out, exit, "", "", []string{"sh", "-c", "kill -9 $$"})
 	if err != nil || code != ExitKilled {
 		t.Fatalf("code %d err %v", code, err)
 	}
@@ -76,7 +76,7 @@ func TestSuperviseStuckLiveReaderRegression(t *testing.T) {
 	done := make(chan struct{})
 	var code int
 	go func() {
-		code, _ = supervise(bw, out, exit, "", []string{"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo line $i; i=$((i+1)); done"})
+		code, _ = supervise(bw, out, exit, "", "", []string{"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo line $i; i=$((i+1)); done"})
 		close(done)
 	}()
 	select {

@@ -40,8 +40,21 @@ const defaultScript = `!say script agent: starting
 !commit script agent: add {answer}
 !say done`
 
-// scriptState is kept between turns of one box.
-const scriptState = "/var/lib/sbx/script-agent.state"
+// scriptState is kept between turns of one box, in the agent's HOME (the
+// agent runs as the unprivileged user, who cannot write /var/lib/sbx).
+const scriptState = ".sbx-script-agent.state"
+
+// statePath is where the state file is: state, or scriptState in HOME.
+func statePath(state string) string {
+	if state != "" {
+		return state
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
+	return filepath.Join(home, scriptState)
+}
 
 func scriptAgentCommand() *cobra.Command {
 	var resume, workspace, state string
@@ -51,7 +64,7 @@ func scriptAgentCommand() *cobra.Command {
 		Short: "The deterministic test agent",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := scriptAgent{out: cmd.OutOrStdout(), workspace: workspace, state: state}
+			a := scriptAgent{out: cmd.OutOrStdout(), workspace: workspace, state: statePath(state)}
 			if side {
 				return a.side(args[0])
 			}
@@ -65,7 +78,7 @@ func scriptAgentCommand() *cobra.Command {
 	cmd.Flags().StringVar(&resume, "resume", "", "continue the session (the message is the answer)")
 	cmd.Flags().BoolVar(&side, "side", false, "answer a side question read-only")
 	cmd.Flags().StringVar(&workspace, "workspace", "/workspace", "workspace directory")
-	cmd.Flags().StringVar(&state, "state", scriptState, "state file between turns")
+	cmd.Flags().StringVar(&state, "state", "", "state file between turns (default $HOME/"+scriptState+")")
 	return cmd
 }
 

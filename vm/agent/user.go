@@ -224,3 +224,18 @@ func allThreadsErr(errno syscall.Errno) error {
 	}
 	return errno
 }
+
+// AsAgent is how a root process in the box starts PATH with ARGV as the
+// agent user through the same trampoline the agent uses: the program to
+// start and its argv. The caller puts the target's stdin, stdout and stderr
+// on the child's fds 3, 4 and 5 (exec.Cmd.ExtraFiles) and its own 0-2 on
+// /dev/null. PATH must be absolute.
+func AsAgent(path string, argv []string) (string, []string) {
+	return asUser(AgentUser, path, argv)
+}
+
+// AgentEnv is base with the agent user's identity (HOME, USER, LOGNAME) and
+// PATH in place of root's.
+func AgentEnv(base []string) []string {
+	return userEnv(AgentUser, base)
+}

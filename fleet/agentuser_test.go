@@ -1,0 +1,109 @@
+package fleet_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/vm/agent"
+)
+
+// execOut runs argv in box as user ("" root) and returns its stdout and
+// exit code.
+func (e *env) execOut(t *testing.T, caller keys.Actor, box, user string, argv ...string) (string, int) {
+	t.Helper()
+	p, err := e.fleet.Exec(e.ctx(), caller, box, agent.ExecRequest{Argv: argv, User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdin().Close()
+	go io.Copy(io.Discard, p.Stderr())
+	out, _ := io.ReadAll(p.Stdout())
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), st.Code
+}
+
+// A turn's agent runs as the box's unprivileged user: uid and gid 1000, no
+// capability even in its bounding set, no_new_privs; the turn files stay
+// root's; the managed settings that pin Claude Code's hooks are root's and
+// the agent user cannot change them; the repos are the agent's.
+func TestTurnRunsAsAgentUser(t *testing.T) {
+	e := newEnv(t, fleet.Policy{})
+	b, err := e.fleet.Delegate(e.ctx(), e.alice, fleet.DelegateRequest{
+		Task: "!say sleeping\n!sleep 120", Agent: "script",
+		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitLog(b.Name, "sleeping")
+	// The supervisor writes the agent's pid next to the exit file.
+	status, code := e.execOut(t, e.alice, b.Name, "", "/bin/sh", "-c", `grep -E '^(Uid|Gid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/$(cat /var/lib/sbx/turns/1.exit.pid)/status`)
+	if code != 0 {
+		t.Fatalf("status of the turn's process: exit %d: %s", code, status)
+	}
+	t.Logf("the turn's process:\n%s", status)
+	want := map[string]string{
+		"Uid": "1000 1000 1000 1000", "Gid": "1000 1000 1000 1000",
+		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1",
+	}
+	for _, line := range strings.Split(strings.TrimSpace(status), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if w, ok := want[k]; ok {
+			if got := strings.Join(strings.Fields(v), " "); got != w {
+				t.Errorf("%s: %q, want %q", k, got, w)
+			}
+			delete(want, k)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing from the status: %v", want)
+	}
+
+	// Ownership and modes the gateway relies on.
+	out, _ := e.execOut(t, e.alice, b.Name, "", "stat", "-c", "%n %u:%g %a",
+		"/etc/claude-code", "/etc/claude-code/managed-settings.json", "/var/lib/sbx/turns", "/var/lib/sbx/turns/1.out",
+		"/workspace/.agent.task", "/workspace/widget", "/workspace/widget/README.md")
+	for _, w := range []string{
+		"/etc/claude-code 0:0 755\n", "/etc/claude-code/managed-settings.json 0:0 644\n",
+		"/var/lib/sbx/turns 0:0 700\n", "/var/lib/sbx/turns/1.out 0:0 600\n",
+		"/workspace/.agent.task 0:0 644\n", "/workspace/widget 1000:1000 ", "/workspace/widget/README.md 1000:1000 ",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("stat: want %q in\n%s", w, out)
+		}
+	}
+	settings, _ := e.execOut(t, e.alice, b.Name, "", "cat", "/etc/claude-code/managed-settings.json")
+	for _, w := range []string{`"allowManagedHooksOnly": true`, "/usr/local/bin/sbx hook guard", "/usr/local/bin/sbx hook lane"} {
+		if !strings.Contains(settings, w) {
+			t.Errorf("managed settings lack %s:\n%s", w, settings)
+		}
+	}
+
+	// As the agent user: the settings, the turn files and git's system
+	// config are out of reach; its repo is its own.
+	for _, c := range []string{
+		"echo '{}' > /etc/claude-code/managed-settings.json",
+		"rm -f /etc/claude-code/managed-settings.json",
+		"mv /etc/claude-code /tmp/cc",
+		"echo x >> /var/lib/sbx/turns/1.out",
+		"cat /var/lib/sbx/turns/1.out",
+		"git config --system core.hooksPath /tmp",
+	} {
+		if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", c+" 2>&1"); code == 0 {
+			t.Errorf("as the agent user %q succeeded: %s", c, out)
+		}
+	}
+	if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", "cd /workspace/widget && echo ok >> README.md && git status --short && git config user.email"); code != 0 || !strings.Contains(out, "agent@sbx.invalid") {
+		t.Errorf("the agent user in its repo: exit %d: %s", code, out)
+	}
+	if out, _ := e.execOut(t, e.alice, b.Name, "", "cat", "/etc/claude-code/managed-settings.json"); out != settings {
+		t.Errorf("the managed settings changed:\n%s", out)
+	}
+}
