@@ -21,10 +21,23 @@ import (
 // loginShell is attach's default: bash when the image has it, else sh.
 var loginShell = []string{"/bin/sh", "-c", "if [ -x /bin/bash ]; then exec /bin/bash -l; fi; exec /bin/sh -l"}
 
+// execUser is who a shell or command of exec and attach runs as: the box's
+// unprivileged agent user, as the agent itself does, unless --root asks
+// for root (the audit row says which).
+func execUser(root bool) string {
+	if root {
+		return ""
+	}
+	return agent.AgentUser
+}
+
+const rootUsage = "run as root instead of the box's unprivileged agent user (audited)"
+
 func (c *call) attachCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "attach BOX [-- CMD…]",
-		Short:   "A shell (or CMD) in the box on a raw terminal; needs ssh -t",
+	var root bool
+	cmd := &cobra.Command{
+		Use:     "attach [--root] BOX [-- CMD…]",
+		Short:   "A shell (or CMD) in the box on a raw terminal, as the agent user (--root: as root); needs ssh -t",
 		GroupID: groupBoxes,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -39,7 +52,7 @@ func (c *call) attachCmd() *cobra.Command {
 			if argv == nil {
 				argv = loginShell
 			}
-			req := agent.ExecRequest{Argv: argv, TTY: true,
+			req := agent.ExecRequest{Argv: argv, TTY: true, User: execUser(root),
 				Rows: clampWin(pty.Window.Height), Cols: clampWin(pty.Window.Width)}
 			if pty.Term != "" {
 				req.Env = []string{"TERM=" + pty.Term}
@@ -47,12 +60,15 @@ func (c *call) attachCmd() *cobra.Command {
 			return c.runProcess(cmd, args[0], req)
 		},
 	}
+	cmd.Flags().BoolVar(&root, "root", false, rootUsage)
+	return cmd
 }
 
 func (c *call) execCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "exec BOX -- CMD…",
-		Short:   "Run CMD in the box with stdin, stdout and stderr piped (for scripts)",
+	var root bool
+	cmd := &cobra.Command{
+		Use:     "exec [--root] BOX -- CMD…",
+		Short:   "Run CMD in the box with stdin, stdout and stderr piped (for scripts), as the agent user (--root: as root)",
 		GroupID: groupBoxes,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -63,9 +79,11 @@ func (c *call) execCmd() *cobra.Command {
 			if argv == nil {
 				return fmt.Errorf("exec: no command after the box: %w", fleet.ErrInvalid)
 			}
-			return c.runProcess(cmd, args[0], agent.ExecRequest{Argv: argv})
+			return c.runProcess(cmd, args[0], agent.ExecRequest{Argv: argv, User: execUser(root)})
 		},
 	}
+	cmd.Flags().BoolVar(&root, "root", false, rootUsage)
+	return cmd
 }
 
 // commandAfterBox is the command after BOX: everything after "--", or the

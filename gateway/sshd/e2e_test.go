@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
 )
 
@@ -250,6 +251,38 @@ func TestExec(t *testing.T) {
 	list, err := runWithInput(tarball, "tar", "t")
 	if err != nil || !strings.Contains(list, "a.txt") {
 		t.Fatalf("tar t: %v %s", err, list)
+	}
+}
+
+// TestExecUser: exec and attach run as the box's unprivileged agent user;
+// --root asks for root, and the audit row says who the process ran as.
+func TestExecUser(t *testing.T) {
+	g := newGateway(t)
+	name := g.newBox("alice", "!say x")
+	if got := g.must("alice", "exec", name, "--", "id", "-u"); got != "1000\n" {
+		t.Errorf("exec runs as uid %q, want the agent user's 1000", got)
+	}
+	if got := g.must("alice", "exec", name, "--", "sh", "-c", "'grep -E \"^(CapBnd|NoNewPrivs)\" /proc/self/status'"); !strings.Contains(got, "CapBnd:\t0000000000000000") || !strings.Contains(got, "NoNewPrivs:\t1") {
+		t.Errorf("exec as the agent user:\n%s", got)
+	}
+	if got := g.must("alice", "exec", "--root", name, "--", "id", "-u"); got != "0\n" {
+		t.Errorf("exec --root runs as uid %q, want 0", got)
+	}
+	if r := g.run("alice", "", "exec", name, "--", "sh", "-c", "'echo x > /etc/claude-code/managed-settings.json'"); r.code == 0 {
+		t.Errorf("exec (the agent user) wrote the managed settings: %+v", r)
+	}
+	rows, err := g.audit.List(context.Background(), audit.Filter{User: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.Action == "box.exec" && r.Target == name {
+			seen[r.Detail] = true
+		}
+	}
+	if !seen["id as root"] || !seen["id as agent"] {
+		t.Errorf("audit rows of exec: %v, want \"id as agent\" and \"id as root\"", seen)
 	}
 }
 

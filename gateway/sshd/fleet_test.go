@@ -54,6 +54,7 @@ type gateway struct {
 	actors map[string]keys.Actor
 	logs   *testutil.SyncBuffer
 	dir    string
+	audit  *audit.Log
 }
 
 func newGateway(t testing.TB) *gateway {
@@ -122,7 +123,7 @@ func newGatewayWith(t testing.TB, adjust func(*Options)) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.fleet, g.vms = fl, vms
+	g.fleet, g.vms, g.audit = fl, vms, al
 	o := Options{
 		HostKey: newSigner(t), Identity: ks, Audit: al, Fleet: fl, Logger: logger,
 		Throttle: throttle.NewAuth(1000, time.Minute, nil), IdleTimeout: time.Minute,
