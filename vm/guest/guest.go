@@ -239,7 +239,7 @@ func run(ctx context.Context, console io.Writer, consoleWaited time.Duration, lo
 			return err
 		}
 	}
-	if err := provisionAgentUser("/", Workspace); err != nil {
+	if err := ProvisionAgentUser("/", Workspace); err != nil {
 		return err
 	}
 	if err := loopbackUp(); err != nil {

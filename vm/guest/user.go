@@ -14,7 +14,7 @@ import (
 	"sbx.dev/sbx/vm/agent"
 )
 
-// provisionAgentUser makes the box's unprivileged user (agent.AgentUser)
+// ProvisionAgentUser makes the box's unprivileged user (agent.AgentUser)
 // exist in the root filesystem at root before anything runs: its lines in
 // etc/passwd and etc/group (and etc/shadow, etc/gshadow where the image has
 // them: locked, no password), its HOME (owned by it, mode 700), and the
@@ -24,8 +24,9 @@ import (
 // initramfs alike, and a box made before the user existed gets it on its
 // next boot. It is idempotent; an entry for the name or the uid that
 // disagrees is an error rather than a user with someone else's identity.
-// The agent user gets no sudo rule and no group but its own.
-func provisionAgentUser(root, workspace string) error {
+// The agent user gets no sudo rule and no group but its own. The
+// Kubernetes backend's pod agent calls it too, on its container's root.
+func ProvisionAgentUser(root, workspace string) error {
 	uid, gid := strconv.Itoa(agent.AgentUID), strconv.Itoa(agent.AgentGID)
 	for _, f := range []struct {
 		path, line string

@@ -48,7 +48,7 @@ func TestProvisionAgentUser(t *testing.T) {
 				must(t, os.WriteFile(filepath.Join(root, "etc/shadow"), []byte(tc.shadow), 0o640))
 				must(t, os.Chown(filepath.Join(root, "etc/shadow"), 0, 42))
 			}
-			err := provisionAgentUser(root, ws)
+			err := ProvisionAgentUser(root, ws)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
@@ -56,7 +56,7 @@ func TestProvisionAgentUser(t *testing.T) {
 				return
 			}
 			must(t, err)
-			must(t, provisionAgentUser(root, ws)) // a reboot: nothing changes
+			must(t, ProvisionAgentUser(root, ws)) // a reboot: nothing changes
 			if got := read(t, filepath.Join(root, "etc/passwd")); got != tc.wantPasswd {
 				t.Errorf("passwd %q, want %q", got, tc.wantPasswd)
 			}
@@ -86,7 +86,7 @@ func TestProvisionAgentUser(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(root, "etc/passwd"), []byte(passwd), 0o644))
 		must(t, os.WriteFile(filepath.Join(root, "etc/group"), []byte(group), 0o644))
 		must(t, os.Symlink("/etc", filepath.Join(root, "home/agent")))
-		if err := provisionAgentUser(root, filepath.Join(root, "workspace")); err == nil {
+		if err := ProvisionAgentUser(root, filepath.Join(root, "workspace")); err == nil {
 			t.Fatal("a symlinked home was taken")
 		}
 	})

@@ -45,6 +45,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest"
 )
 
 // Socket is where the agent listens inside the box container.
@@ -90,6 +91,11 @@ func NewCommand() *cobra.Command {
 					return err
 				}
 				log.Info("network removed", "interfaces", gone, "egress", egress)
+			}
+			// The box's unprivileged user, as the QEMU guest's init makes
+			// it: the agent's turns and exec run as it.
+			if err := guest.ProvisionAgentUser("/", workspace); err != nil {
+				return fmt.Errorf("pod agent: the agent user: %w", err)
 			}
 			// The agent and the egress listener live and end together.
 			run, cancel := context.WithCancel(ctx)
