@@ -357,7 +357,7 @@ func TestClusterTwoGateways(t *testing.T) {
 			t.Fatalf("B's log of %s holds %q %d times, want once:\n%s", box, w, strings.Count(logs, w), logs)
 		}
 	}
-	if got := b.must(key, "exec", box, "--", "cat", "/var/lib/sbx/turns/1.out"); !strings.Contains(got, "second line") {
+	if got := b.must(key, "exec", "--root", box, "--", "cat", "/var/lib/sbx/turns/1.out"); !strings.Contains(got, "second line") {
 		t.Fatalf("exec through B after A died: %q", got)
 	}
 
