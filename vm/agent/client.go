@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
 )
 
 // Client is the host's end of one agent connection. It is safe for concurrent
@@ -534,13 +535,19 @@ func (p *Process) control(ctx context.Context, req request) error {
 	case werr := <-ack:
 		return werr.err(req.Op, fmt.Sprint("pid ", p.pid))
 	case <-p.done:
-		// The process ended first; a signal that ended it was applied.
+		// The process ended first. The old agent writes the exit status
+		// and the signal's ack from two goroutines, so the exit may come
+		// first even when this very signal ended the process: that is the
+		// signal applied, not refused.
 		select {
 		case werr := <-ack:
 			return werr.err(req.Op, fmt.Sprint("pid ", p.pid))
 		default:
-			return fmt.Errorf("agent %s pid %d: process has exited", req.Op, p.pid)
 		}
+		if req.Op == opSignal && p.waitErr == nil && p.exit.Signal == unix.SignalName(syscall.Signal(req.Signal)) {
+			return nil
+		}
+		return fmt.Errorf("agent %s pid %d: process has exited", req.Op, p.pid)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
