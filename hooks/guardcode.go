@@ -84,17 +84,13 @@ var (
 func (s *gstate) codePaths(lang, code string) {
 	writes := containsAny(code, writeMarkers) || containsAny(code, deleteMarkers) || containsAny(code, codeWrites)
 	if writes {
-		for _, m := range pathSeparators {
-			if strings.Contains(code, m) {
-				s.fail("%s code can write and builds paths from %s; the guard cannot tell where they lead", lang, m)
-				return
-			}
+		if m, ok := firstContained(code, pathSeparators); ok {
+			s.fail("%s code can write and builds paths from %s; the guard cannot tell where they lead", lang, m)
+			return
 		}
-		for _, m := range pythonStartup {
-			if strings.Contains(code, m) {
-				s.fail("%s code writes and names %s: code other programs load at start", lang, m)
-				return
-			}
+		if m, ok := firstContained(code, pythonStartup); ok {
+			s.fail("%s code writes and names %s: code other programs load at start", lang, m)
+			return
 		}
 	}
 	for _, l := range codeLiterals(code) {

@@ -609,17 +609,13 @@ func (s *gstate) scanCode(lang, code string) {
 		s.fail("%s code computed at run time cannot be checked", lang)
 		return
 	}
-	for _, m := range planeMarkers {
-		if strings.Contains(code, m) {
-			s.fail("%s code names the control plane (%s)", lang, m)
-			return
-		}
+	if m, ok := firstContained(code, planeMarkers); ok {
+		s.fail("%s code names the control plane (%s)", lang, m)
+		return
 	}
-	for _, m := range runMarkers {
-		if strings.Contains(code, m) {
-			s.fail("%s code runs commands or decodes code (%s), which the guard cannot check", lang, m)
-			return
-		}
+	if m, ok := firstContained(code, runMarkers); ok {
+		s.fail("%s code runs commands or decodes code (%s), which the guard cannot check", lang, m)
+		return
 	}
 	if s.codePaths(lang, code); s.err != nil {
 		return
@@ -665,12 +661,18 @@ func (s *gstate) scanCode(lang, code string) {
 }
 
 func containsAny(s string, subs []string) bool {
+	_, ok := firstContained(s, subs)
+	return ok
+}
+
+// firstContained returns the first of subs that s contains.
+func firstContained(s string, subs []string) (string, bool) {
 	for _, m := range subs {
 		if strings.Contains(s, m) {
-			return true
+			return m, true
 		}
 	}
-	return false
+	return "", false
 }
 
 func safeProducer(cs *syntax.CmdSubst) bool {
