@@ -107,3 +107,45 @@ func TestTurnRunsAsAgentUser(t *testing.T) {
 		t.Errorf("the managed settings changed:\n%s", out)
 	}
 }
+
+// TestRegressionDiffRunsAgentGitAsRoot: the diff ran `git add -A` as root
+// in the agent's repo, whose .git/config is the agent's to write — so a
+// core.fsmonitor the agent planted ran as root the next time anyone looked
+// at the box's changes, and the objects root wrote were root's, which made
+// the agent's own next `git add` fail (seen in CI: "insufficient permission
+// for adding an object to repository database"). The diff now runs as the
+// agent user.
+func TestRegressionDiffRunsAgentGitAsRoot(t *testing.T) {
+	e := newEnv(t, fleet.Policy{})
+	b, err := e.fleet.Delegate(e.ctx(), e.alice, fleet.DelegateRequest{
+		Task: "!say planted\n!sleep 120", Agent: "script",
+		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitLog(b.Name, "planted")
+	plant := `cd /workspace/widget && printf '#!/bin/sh\nid -u > /tmp/fsmonitor-ran-as\n' > /tmp/fsm && chmod +x /tmp/fsm &&
+git config core.fsmonitor /tmp/fsm && echo more >> README.md && echo new > NEW.md`
+	if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", plant+" 2>&1"); code != 0 {
+		t.Fatalf("plant: exit %d: %s", code, out)
+	}
+	d, err := e.fleet.Diff(e.ctx(), e.alice, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 2 {
+		t.Errorf("diff files: %+v, want README.md and NEW.md", d.Files)
+	}
+	if out, _ := e.execOut(t, e.alice, b.Name, "", "cat", "/tmp/fsmonitor-ran-as"); strings.TrimSpace(out) == "0" {
+		t.Errorf("the agent's core.fsmonitor ran as root during the diff")
+	}
+	// Nothing under .git is root's after the diff, so the agent's own
+	// add and commit go on.
+	if out, _ := e.execOut(t, e.alice, b.Name, "", "find", "/workspace/widget/.git", "-not", "-user", "1000"); strings.TrimSpace(out) != "" {
+		t.Errorf("root-owned files under .git after the diff:\n%s", out)
+	}
+	if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", "cd /workspace/widget && git config --unset core.fsmonitor && git add -A && git commit -qm more 2>&1"); code != 0 {
+		t.Errorf("the agent's commit after the diff: exit %d: %s", code, out)
+	}
+}

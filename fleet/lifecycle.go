@@ -22,7 +22,11 @@ import (
 
 // diffScript prints, for one repo, the numstat and then the patch against
 // the base commit, untracked files included, using a throwaway index so
-// the agent's own index is untouched.
+// the agent's own index is untouched. It runs as the agent user: the repo
+// and its .git/config are the agent's, so git run there by root would run
+// the agent's code as root (core.fsmonitor, filters), and the objects
+// `git add` writes would be root's, which the agent's next `git add`
+// could not write beside.
 const diffScript = `set -e
 cd "$1"
 idx=$(mktemp)
@@ -51,7 +55,7 @@ func (f *Fleet) diff(ctx context.Context, caller keys.Actor, name string) (Diff,
 	d := Diff{Files: []FileStat{}}
 	var patch strings.Builder
 	for _, r := range rec.Repos {
-		out, err := f.run(ctx, rec.VM, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", diffScript, "sh", "/workspace/" + r.Dir, r.Base}})
+		out, err := f.run(ctx, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: []string{"/bin/sh", "-c", diffScript, "sh", "/workspace/" + r.Dir, r.Base}})
 		var exit *exitError
 		if errors.As(err, &exit) {
 			// The repo in the box is gone or broken (the agent or a user
