@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // QuestionFile is where the agent writes a question for the operator,
@@ -25,7 +27,10 @@ type AskGate struct {
 
 // Decide rules on one tool call.
 func (g AskGate) Decide(in *Input) Decision {
-	st, err := os.Stat(g.Question)
+	// Lstat, and read with O_NOFOLLOW below: the gate may run as root (the
+	// broker) on a file the agent names, and a link must not make it read
+	// a file of root's.
+	st, err := os.Lstat(g.Question)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return allow("no question pending")
@@ -64,8 +69,8 @@ func (g AskGate) decideQuestionWrite(in *Input) Decision {
 		}
 		after = content
 	case "Edit", "MultiEdit":
-		cur, err := os.ReadFile(g.Question)
-		if err != nil || len(cur) > maxQuestion {
+		cur, err := readNoFollow(g.Question, maxQuestion)
+		if err != nil {
 			return deny("ask-gate cannot read the question file to check the edit: %v", err)
 		}
 		edits, err := questionEdits(in)
@@ -120,4 +125,29 @@ func questionEdits(in *Input) ([]questionEdit, error) {
 		return nil, fmt.Errorf("%s input: edits is not a list of edits", in.ToolName)
 	}
 	return edits, nil
+}
+
+// readNoFollow reads a regular file of at most limit bytes, never through a
+// symlink.
+func readNoFollow(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, nil
 }

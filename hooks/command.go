@@ -19,12 +19,18 @@ const selfDeadline = 20 * time.Second
 // CLI's exit 1, which Claude Code treats as allow.
 func NewCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "hook [--workspace DIR] [--log FILE] NAME",
+		Use:   "hook [--broker=SOCKET] [--workspace DIR] [--log FILE] NAME",
 		Short: "Decide a Claude Code PreToolUse call inside a box (" + strings.Join(Names(), ", ") + ")",
 		Long: `Reads Claude Code's PreToolUse JSON on stdin and exits 0 (allow) or 2 (deny,
 reason on stderr). Every decision is appended as a JSON line to the workspace's
 ` + LogFile + ` (or SBX_HOOK_LOG / --log). The workspace is /workspace unless
 SBX_WORKSPACE or --workspace says otherwise. Anything unexpected is a deny.
+
+Inside a box the hook does not decide itself: it forwards the payload to the
+root guest agent's broker at ` + BrokerSocket + `, which decides with its own
+workspace, log and state (those flags and variables are then ignored) and
+logs the asking process's uid and pid. Where there is no broker socket (a
+host), the hook decides in its own process.
 
 Hooks: guard (the driver lane: deny control-plane edits and reads, credential
 exfiltration, runtime reconfiguration and deleting system directories, deciding
@@ -39,7 +45,14 @@ tool that writes).`,
 				fmt.Fprintf(os.Stderr, "sbx hook: no decision within %v; denying\n", selfDeadline)
 				os.Exit(ExitDeny)
 			})
-			code := Main(args, cmd.InOrStdin(), cmd.ErrOrStderr(), os.Getenv)
+			// --broker=PATH (first) names another broker socket, for tests
+			// and benchmarks on a host; never the environment, which the
+			// agent's own settings can set for the hooks Claude Code runs.
+			socket := BrokerSocket
+			if len(args) > 0 && strings.HasPrefix(args[0], "--broker=") {
+				socket, args = strings.TrimPrefix(args[0], "--broker="), args[1:]
+			}
+			code := MainBroker(socket, args, cmd.InOrStdin(), cmd.ErrOrStderr(), os.Getenv)
 			timer.Stop()
 			if code != ExitAllow {
 				os.Exit(code)

@@ -300,8 +300,8 @@ func TestGuardAsProcess(t *testing.T) {
 }
 
 // hookBench is the sbx binary BenchmarkGuardProcess runs: SBX_HOOKBENCH,
-// or the guest binary (the one boxes run hooks with) built here with
-// `go build -tags guest`.
+// or the guest binary (the one boxes run hooks with) built here as the
+// Taskfile builds it: static, stripped, `-tags guest`.
 func hookBench(b *testing.B) string {
 	b.Helper()
 	if p := os.Getenv("SBX_HOOKBENCH"); p != "" {
@@ -309,8 +309,9 @@ func hookBench(b *testing.B) string {
 	}
 	bin := filepath.Join(b.TempDir(), "sbx")
 	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-tags", "guest", "-o", bin, ".")
+	cmd := exec.Command("go", "build", "-tags", "guest", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
 	cmd.Dir = filepath.Dir(filepath.Dir(file))
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("build the guest binary: %v\n%s", err, out)
 	}
@@ -343,6 +344,37 @@ func BenchmarkGuardProcess(b *testing.B) {
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
 	if log, err := os.ReadFile(filepath.Join(ws, LogFile)); err != nil || !bytes.Contains(log, []byte(`"decision":"allow"`)) {
 		b.Fatalf("decision not logged: %v", err)
+	}
+}
+
+// BenchmarkGuardProcessBroker is one decision as a box pays for it: the
+// hook process started by Claude Code forwards the payload to the root
+// broker (here in this process, as PID 1 is in a box), which decides and
+// logs.
+func BenchmarkGuardProcessBroker(b *testing.B) {
+	bin := hookBench(b)
+	ws := b.TempDir()
+	sock, _ := startBroker(b, ws)
+	in := bash(`cd /workspace/repo && git status --short && go test ./hooks/... 2>&1 | tail -20 && curl -s https://example.com/api | jq .`)
+	var times []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		cmd := exec.Command(bin, "hook", "--broker="+sock, "guard")
+		cmd.Env = []string{"HOME=/home/agent", "PATH=/usr/bin:/bin"}
+		cmd.Stdin = bytes.NewReader(in)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		start := time.Now()
+		err := cmd.Run()
+		times = append(times, time.Since(start))
+		if err != nil {
+			b.Fatalf("%v: %s", err, stderr.String())
+		}
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+	if log, err := os.ReadFile(filepath.Join(ws, LogFile)); err != nil || !bytes.Contains(log, []byte(`"peer":{"uid":`)) {
+		b.Fatalf("decision not logged by the broker: %v", err)
 	}
 }
 

@@ -24,15 +24,19 @@
 // Every decision is appended as one JSON line (Entry) to
 // /workspace/.agent.hooks.log, or SBX_HOOK_LOG, so denials can be shown with
 // the transcript. SBX_WORKSPACE (or --workspace) moves the workspace; HOME
-// is the agent's home (default /root).
+// is the agent's home (default /root). Inside a box the hook process runs
+// as the agent and only forwards: the root guest agent's Broker decides
+// with its own workspace, log and state, and logs who asked (broker.go).
 //
-// The core installs them in the guest's ~/.claude/settings.json by absolute
-// path (a relative "sbx" could be shadowed earlier in PATH): the driver lane
-// with guard and ask-gate, a side-question session with read-only:
+// The core installs them by absolute path (a relative "sbx" could be
+// shadowed earlier in PATH) in the box's root-owned managed settings,
+// /etc/claude-code/managed-settings.json, with allowManagedHooksOnly: the
+// guard, then "lane" (ask-gate in the driver's lane, read-only in the side
+// lane):
 //
-//	{"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+//	{"allowManagedHooksOnly": true, "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
 //	  {"type": "command", "command": "/usr/local/bin/sbx hook guard", "timeout": 30},
-//	  {"type": "command", "command": "/usr/local/bin/sbx hook ask-gate", "timeout": 30}]}]}}
+//	  {"type": "command", "command": "/usr/local/bin/sbx hook lane", "timeout": 30}]}]}}
 //
 // This package runs in the guest and imports no server package.
 package hooks

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -63,12 +64,33 @@ type Config struct {
 	Home      string // the agent's home (HOME); default DefaultHome
 	State     string // the guard's session state; default Workspace/StateDir
 	Lane      string // SBX_LANE: SideLane for the read-only lane, else the driver's
+	Peer      *Peer  // who asked, when the broker decides; logged
 }
 
 // Main runs `sbx hook` with its arguments (NAME and flags), the PreToolUse
 // payload on stdin, and returns the exit status: ExitAllow or ExitDeny,
-// never anything else. getenv supplies SBX_WORKSPACE and SBX_HOOK_LOG.
-func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) string) (code int) {
+// never anything else. getenv supplies SBX_WORKSPACE, SBX_HOOK_LOG,
+// SBX_HOOK_STATE, SBX_LANE and HOME. It decides in this process; see
+// MainBroker for a box, where the root broker decides.
+func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) string) int {
+	cfg := Config{Workspace: getenv("SBX_WORKSPACE"), Log: getenv("SBX_HOOK_LOG"), Home: getenv("HOME"), State: getenv("SBX_HOOK_STATE"), Lane: getenv("SBX_LANE")}
+	return decide(args, stdin, stderr, cfg, false)
+}
+
+// MainBroker is Main through the hook broker at socket when there is one
+// (inside a box: the root guest agent decides, logs and keeps the state),
+// else Main.
+func MainBroker(socket string, args []string, stdin io.Reader, stderr io.Writer, getenv func(string) string) int {
+	if code, used := viaBroker(socket, args, stdin, stderr, getenv); used {
+		return code
+	}
+	return Main(args, stdin, stderr, getenv)
+}
+
+// decide parses the hook's arguments and decides. With fixed (the broker),
+// cfg's workspace and log are the decider's own and --workspace/--log are
+// accepted but ignored: they come from the agent's side.
+func decide(args []string, stdin io.Reader, stderr io.Writer, cfg Config, fixed bool) (code int) {
 	name := "hook"
 	defer func() {
 		if p := recover(); p != nil {
@@ -78,13 +100,16 @@ func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) 
 	}()
 	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	cfg := Config{Workspace: getenv("SBX_WORKSPACE"), Log: getenv("SBX_HOOK_LOG"), Home: getenv("HOME"), State: getenv("SBX_HOOK_STATE"), Lane: getenv("SBX_LANE")}
-	fs.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "workspace directory")
-	fs.StringVar(&cfg.Log, "log", cfg.Log, "decision log file")
+	workspace, log := cfg.Workspace, cfg.Log
+	fs.StringVar(&workspace, "workspace", workspace, "workspace directory")
+	fs.StringVar(&log, "log", log, "decision log file")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "sbx hook: %v; usage: sbx hook [--workspace DIR] [--log FILE] %s < payload.json; denying\n",
 			err, strings.Join(Names(), "|"))
 		return ExitDeny
+	}
+	if !fixed {
+		cfg.Workspace, cfg.Log = workspace, log
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintf(stderr, "sbx hook: want one hook name (%s), got %d arguments; denying\n", strings.Join(Names(), ", "), fs.NArg())
@@ -116,7 +141,7 @@ func Main(args []string, stdin io.Reader, stderr io.Writer, getenv func(string) 
 	default:
 		d = mk(cfg)(in)
 	}
-	if err := appendDecision(cfg.Log, name, in, d); err != nil {
+	if err := appendDecision(cfg.Log, name, in, d, cfg.Peer); err != nil {
 		// Unlogged decisions would not show in the transcript: deny.
 		d = Decision{Reason: fmt.Sprintf("%s (and the decision log failed: %v)", d.Reason, err)}
 	}
@@ -138,14 +163,17 @@ type Entry struct {
 	// Detail is what was decided on: the Bash command or the file path,
 	// cut to maxDetail bytes.
 	Detail string `json:"detail,omitempty"`
+	// Peer is the process that asked, when the root broker decided (the
+	// kernel's word, not the hook's).
+	Peer *Peer `json:"peer,omitempty"`
 }
 
 const maxDetail = 2000
 
 // appendDecision appends one JSON line. A single write to an O_APPEND file
 // keeps lines from concurrent hooks whole.
-func appendDecision(path, hook string, in *Input, d Decision) error {
-	e := Entry{Time: time.Now().UTC(), Hook: hook, Decision: "deny", Reason: d.Reason}
+func appendDecision(path, hook string, in *Input, d Decision, peer *Peer) error {
+	e := Entry{Time: time.Now().UTC(), Hook: hook, Decision: "deny", Reason: d.Reason, Peer: peer}
 	if d.Allow {
 		e.Decision = "allow"
 	}
@@ -162,14 +190,40 @@ func appendDecision(path, hook string, in *Input, d Decision) error {
 	if err != nil {
 		return fmt.Errorf("encode decision: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// Never through a symlink; when the broker writes (peer known) the log
+	// must be its own: in the workspace's sticky top directory the agent
+	// could otherwise have made it first, as a file it may edit or a link
+	// to a file of root's.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return fmt.Errorf("open decision log: %w", err)
+	}
+	if peer != nil {
+		if err := ownedBySelf(f); err != nil {
+			f.Close()
+			return fmt.Errorf("decision log %s: %w", path, err)
+		}
 	}
 	_, werr := f.Write(append(line, '\n'))
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		return fmt.Errorf("write decision log %s: %w", path, err)
+	}
+	return nil
+}
+
+// ownedBySelf refuses a file this process does not own.
+func ownedBySelf(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("not owned by uid %d", os.Geteuid())
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("not a regular file")
 	}
 	return nil
 }
