@@ -149,3 +149,56 @@ git config core.fsmonitor /tmp/fsm && echo more >> README.md && echo new > NEW.m
 		t.Errorf("the agent's commit after the diff: exit %d: %s", code, out)
 	}
 }
+
+// TestRegressionAgentOwnsItsControlPlane: the agent owned the workspace's
+// top directory and its hooks decided and logged as the agent, so it could
+// rename the task file, rewrite the decision log, drop the guard's taint
+// state, and steer its hooks with SBX_WORKSPACE or SBX_HOOK_LOG set in its
+// own settings. The top is now root's and sticky, the root guest agent
+// decides for the hooks (hooks.Broker), and the log records who asked.
+func TestRegressionAgentOwnsItsControlPlane(t *testing.T) {
+	e := newEnv(t, fleet.Policy{})
+	b, err := e.fleet.Delegate(e.ctx(), e.alice, fleet.DelegateRequest{
+		Task: "!say ready\n!sleep 120", Agent: "script",
+		Repos: []fleet.RepoSpec{{Repo: "acme/widget"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitLog(b.Name, "ready")
+	out, _ := e.execOut(t, e.alice, b.Name, "", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/.agent.task", "/workspace/.agent.hooks.log", "/run/sbx", "/run/sbx/hooks.sock")
+	for _, w := range []string{"/workspace 0:0 1777\n", "/workspace/.agent.task 0:0 644\n", "/workspace/.agent.hooks.log 0:0 644\n", "/run/sbx 0:0 755\n", "/run/sbx/hooks.sock 0:0 666\n"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("stat: want %q in\n%s", w, out)
+		}
+	}
+	for _, c := range []string{
+		"mv /workspace/.agent.task /workspace/t",
+		"rm -f /workspace/.agent.task",
+		"echo forged >> /workspace/.agent.hooks.log",
+		"mv /workspace/.agent.hooks.log /workspace/l",
+		"rm -f /run/sbx/hooks.sock",
+		"echo x > /run/sbx/x",
+		"mkdir -p /var/lib/sbx/hooks-state/x",
+	} {
+		if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", c+" 2>&1"); code == 0 {
+			t.Errorf("as the agent user %q succeeded: %s", c, out)
+		}
+	}
+	// The agent's own places at the top stay its own.
+	if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", "echo q > /workspace/.agent.question && mkdir /workspace/scratch && rm /workspace/.agent.question && rmdir /workspace/scratch 2>&1"); code != 0 {
+		t.Errorf("the agent at the workspace's top: exit %d: %s", code, out)
+	}
+
+	// A hook run as the agent with its environment pointed elsewhere: the
+	// broker decides with its own workspace and log, and logs the asker.
+	hook := `printf '%s' '{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"echo x > /etc/claude-code/managed-settings.json"}}' |
+SBX_WORKSPACE=/ SBX_HOOK_LOG=/tmp/own.log SBX_HOOK_STATE=/tmp/own.state /usr/local/bin/sbx hook --workspace / --log /tmp/own2.log guard; echo "exit $?"`
+	out, _ = e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", hook+" 2>&1")
+	if !strings.Contains(out, "exit 2") {
+		t.Errorf("the guard as the agent with a moved workspace: %s; want exit 2", out)
+	}
+	if out, _ := e.execOut(t, e.alice, b.Name, "", "/bin/sh", "-c", "ls /tmp/own.log /tmp/own2.log /tmp/own.state 2>/dev/null; tail -n 1 /workspace/.agent.hooks.log"); !strings.Contains(out, `"decision":"deny"`) || !strings.Contains(out, `"peer":{"uid":1000,`) || strings.Contains(out, "/tmp/own") {
+		t.Errorf("the decision was not logged by the broker with its asker (or the agent's log was used):\n%s", out)
+	}
+}

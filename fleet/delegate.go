@@ -20,6 +20,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
@@ -430,9 +431,10 @@ const (
 )
 
 // ownWorkspace gives the workspace's content (the repos just copied in) to
-// the agent user, who runs the agent; the task file is written after it,
-// as root's.
-var ownWorkspace = `chown -R ` + agentOwner + ` /workspace`
+// the agent user, who runs the agent. The top directory (root's, sticky),
+// the decision log and the task file (written after) stay root's: the
+// guest made them so at boot (guest.ProvisionAgentUser).
+var ownWorkspace = `find /workspace -mindepth 1 -maxdepth 1 ! -name .agent.task ! -name ` + hooks.LogFile + ` ! -name lost+found -exec chown -R ` + agentOwner + ` {} +`
 
 var agentOwner = strconv.Itoa(agent.AgentUID) + ":" + strconv.Itoa(agent.AgentGID)
 

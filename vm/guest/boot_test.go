@@ -402,12 +402,13 @@ func checkGuest(t *testing.T, b *box) {
 	}
 
 	// The unprivileged user exists in the initramfs root too (the init
-	// writes it at boot) and owns its home and the workspace's top.
+	// writes it at boot) and owns its home; the workspace's top is root's
+	// and sticky, with the decision log root's in it.
 	if got := b.runAs(t, agent.AgentUser, "sh", "-c",
 		"id -u; id -g; grep -E '^(CapBnd|CapEff|NoNewPrivs):' /proc/self/status; echo x > /workspace/agent-x && echo x > $HOME/x && echo written; cat /proc/1/environ 2>/dev/null || echo no-environ"); got != "1000\n1000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\nwritten\nno-environ\n" {
 		t.Errorf("as %s in the initramfs root: %q", agent.AgentUser, got)
 	}
-	if got := b.run(t, "sh", "-c", "grep ^agent: /etc/passwd /etc/group; stat -c '%A %u %g' /home/agent /workspace"); got != "/etc/passwd:agent:x:1000:1000:sbx agent:/home/agent:/bin/sh\n/etc/group:agent:x:1000:\ndrwx------ 1000 1000\ndrwxr-xr-x 1000 1000\n" {
+	if got := b.run(t, "sh", "-c", "grep ^agent: /etc/passwd /etc/group; stat -c '%A %u %g' /home/agent /workspace /workspace/.agent.hooks.log"); got != "/etc/passwd:agent:x:1000:1000:sbx agent:/home/agent:/bin/sh\n/etc/group:agent:x:1000:\ndrwx------ 1000 1000\ndrwxrwxrwt 0 0\n-rw-r--r-- 0 0\n" {
 		t.Errorf("the agent user in the initramfs root: %q", got)
 	}
 

@@ -242,6 +242,12 @@ func run(ctx context.Context, console io.Writer, consoleWaited time.Duration, lo
 	if err := ProvisionAgentUser("/", Workspace); err != nil {
 		return err
 	}
+	if err := harden(log); err != nil {
+		return err
+	}
+	if err := StartHookBroker(ctx, Workspace, log); err != nil {
+		return err
+	}
 	if err := loopbackUp(); err != nil {
 		log.Warn("bring up lo", "err", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/vm/agent"
 )
 
@@ -18,7 +19,7 @@ import (
 // exist in the root filesystem at root before anything runs: its lines in
 // etc/passwd and etc/group (and etc/shadow, etc/gshadow where the image has
 // them: locked, no password), its HOME (owned by it, mode 700), and the
-// workspace's top directory owned by it so it may create files there. The
+// workspace's top directory writable by it but root's (controlPlaneTop). The
 // init does this at every boot, not the image build, so every root gets the
 // same user: the Debian agent image (in its writable overlay) and the test
 // initramfs alike, and a box made before the user existed gets it on its
@@ -50,10 +51,53 @@ func ProvisionAgentUser(root, workspace string) error {
 	if err := ownedDir(home, 0o700); err != nil {
 		return fmt.Errorf("agent user: home: %w", err)
 	}
-	if err := ownedDir(workspace, 0o755); err != nil {
+	if err := controlPlaneTop(workspace); err != nil {
 		return fmt.Errorf("agent user: workspace: %w", err)
 	}
 	return nil
+}
+
+// Files at the workspace's top that are root's: the task the gateway wrote
+// and the hook broker's decision log.
+var rootFiles = []string{".agent.task", hooks.LogFile}
+
+// controlPlaneTop makes the workspace's top directory root's, mode 1777: the
+// agent may create files and directories there (its repos, the question
+// file), but, as in /tmp, may not rename or delete what is not its own —
+// the task file and the decision log, which stay root's. A control file the
+// agent made while it could (a box from before this rule, or a link) is
+// removed, and the log is created root's so the agent cannot make it first.
+func controlPlaneTop(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if err := unix.Lchown(dir, 0, 0); err != nil {
+		return fmt.Errorf("chown %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		return err
+	}
+	for _, name := range rootFiles {
+		p := filepath.Join(dir, name)
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err == nil && (st.Uid != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG) {
+			if err := os.RemoveAll(p); err != nil {
+				return fmt.Errorf("remove the agent's %s: %w", p, err)
+			}
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, hooks.LogFile), os.O_WRONLY|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return fmt.Errorf("decision log: %w", err)
+	}
+	return f.Close()
 }
 
 // ensureEntry adds line to the colon-separated database at path unless an

@@ -70,11 +70,19 @@ func TestProvisionAgentUser(t *testing.T) {
 					t.Errorf("shadow %v %d:%d, want -rw-r----- 0:42", fi.Mode(), st.Uid, st.Gid)
 				}
 			}
-			for dir, perm := range map[string]os.FileMode{filepath.Join(root, "home/agent"): 0o700, ws: 0o755} {
-				fi, err := os.Lstat(dir)
+			for _, want := range []struct {
+				path     string
+				mode     os.FileMode
+				uid, gid uint32
+			}{
+				{filepath.Join(root, "home/agent"), os.ModeDir | 0o700, 1000, 1000},
+				{ws, os.ModeDir | os.ModeSticky | 0o777, 0, 0},
+				{filepath.Join(ws, ".agent.hooks.log"), 0o644, 0, 0},
+			} {
+				fi, err := os.Lstat(want.path)
 				must(t, err)
-				if st := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || fi.Mode().Perm() != perm || st.Uid != 1000 || st.Gid != 1000 {
-					t.Errorf("%s: %v %d:%d, want a directory %v 1000:1000", dir, fi.Mode(), st.Uid, st.Gid, perm)
+				if st := fi.Sys().(*syscall.Stat_t); fi.Mode() != want.mode || st.Uid != want.uid || st.Gid != want.gid {
+					t.Errorf("%s: %v %d:%d, want %v %d:%d", want.path, fi.Mode(), st.Uid, st.Gid, want.mode, want.uid, want.gid)
 				}
 			}
 		})
@@ -88,6 +96,37 @@ func TestProvisionAgentUser(t *testing.T) {
 		must(t, os.Symlink("/etc", filepath.Join(root, "home/agent")))
 		if err := ProvisionAgentUser(root, filepath.Join(root, "workspace")); err == nil {
 			t.Fatal("a symlinked home was taken")
+		}
+	})
+	// A workspace from a box of before: the agent owned the top and may
+	// have made the control files its own, or links.
+	t.Run("the agent's control files", func(t *testing.T) {
+		root := t.TempDir()
+		must(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, "etc/passwd"), []byte(passwd), 0o644))
+		must(t, os.WriteFile(filepath.Join(root, "etc/group"), []byte(group), 0o644))
+		ws := filepath.Join(root, "workspace")
+		must(t, os.MkdirAll(filepath.Join(ws, "repo"), 0o755))
+		must(t, os.Chown(ws, 1000, 1000))
+		must(t, os.WriteFile(filepath.Join(ws, ".agent.task"), []byte("forged\n"), 0o644))
+		must(t, os.Chown(filepath.Join(ws, ".agent.task"), 1000, 1000))
+		must(t, os.WriteFile(filepath.Join(root, "etc/target"), []byte("root's\n"), 0o600))
+		must(t, os.Symlink(filepath.Join(root, "etc/target"), filepath.Join(ws, ".agent.hooks.log")))
+		must(t, os.WriteFile(filepath.Join(ws, "repo/x"), []byte("x"), 0o644))
+		must(t, ProvisionAgentUser(root, ws))
+		if _, err := os.Lstat(filepath.Join(ws, ".agent.task")); !os.IsNotExist(err) {
+			t.Errorf("the agent's .agent.task survived: %v", err)
+		}
+		fi, err := os.Lstat(filepath.Join(ws, ".agent.hooks.log"))
+		must(t, err)
+		if st := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() || st.Uid != 0 {
+			t.Errorf("the log is %v owned by %d, want root's regular file", fi.Mode(), st.Uid)
+		}
+		if got := read(t, filepath.Join(root, "etc/target")); got != "root's\n" {
+			t.Errorf("the link's target changed: %q", got)
+		}
+		if got := read(t, filepath.Join(ws, "repo/x")); got != "x" {
+			t.Errorf("the agent's work changed: %q", got)
 		}
 	})
 }

@@ -97,6 +97,9 @@ func NewCommand() *cobra.Command {
 			if err := guest.ProvisionAgentUser("/", workspace); err != nil {
 				return fmt.Errorf("pod agent: the agent user: %w", err)
 			}
+			if err := guest.StartHookBroker(ctx, workspace, log); err != nil {
+				return fmt.Errorf("pod agent: %w", err)
+			}
 			// The agent and the egress listener live and end together.
 			run, cancel := context.WithCancel(ctx)
 			defer cancel()
