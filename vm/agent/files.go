@@ -213,6 +213,39 @@ func (s *server) readDir(p string) ([]FileInfo, error) {
 	return infos, nil
 }
 
+// inheritOwner gives fd the owner of the directory dirfd it is created in:
+// what the gateway writes into a box belongs to whoever owns the place it
+// lands — in a repo the agent user's (an owner's upload the agent can then
+// edit), at the workspace's root-owned top root's (the task file). Only a
+// root agent changes owners.
+func inheritOwner(dirfd, fd int) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	var dir, st unix.Stat_t
+	if err := unix.Fstat(dirfd, &dir); err != nil {
+		return err
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Uid == dir.Uid && st.Gid == dir.Gid {
+		return nil
+	}
+	return unix.Fchown(fd, int(dir.Uid), int(dir.Gid))
+}
+
+// inheritOwnerAt is inheritOwner for the directory name just made in dirfd,
+// opened without following a link put in its place.
+func inheritOwnerAt(dirfd int, name string) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return inheritOwner(dirfd, fd)
+}
+
 func (s *server) mkdirAll(p string, mode uint32) error {
 	rel, err := Rel(p)
 	if err != nil {
@@ -236,6 +269,9 @@ func mkdirAllIn(dirfd int, rel string, mode uint32) error {
 			return err
 		}
 		err = unix.Mkdirat(pfd, comp, mode)
+		if err == nil {
+			err = inheritOwnerAt(pfd, comp)
+		}
 		unix.Close(pfd)
 		if err != nil && err != unix.EEXIST {
 			return err
@@ -390,6 +426,9 @@ func (s *server) writeFile(st *yamux.Stream, req request) {
 	_, err = io.Copy(f, &chunkReader{r: st})
 	if err == nil {
 		err = unix.Fchmod(fd, mode) // the umask narrowed the create mode
+	}
+	if err == nil {
+		err = inheritOwner(dfd, fd)
 	}
 	if err == nil {
 		err = f.Sync()
