@@ -91,6 +91,9 @@ func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateReques
 	case !utf8.ValidString(c.task) || strings.ContainsRune(c.task, 0):
 		return c, fmt.Errorf("task is not valid UTF-8 text: %w", ErrInvalid)
 	}
+	if err := checkSetup(req.Setup); err != nil {
+		return c, err
+	}
 	name := req.Agent
 	if name == "" {
 		name = "claude"
@@ -287,6 +290,9 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 	}
 	e := f.entry(caller, "box.create", rec.Name)
 	e.Detail = fmt.Sprintf("agent=%s repos=%d", rec.Agent, len(rec.Repos))
+	if strings.TrimSpace(c.req.Setup) != "" {
+		e.Detail += fmt.Sprintf(" setup=%dB", len(c.req.Setup))
+	}
 	if err := f.store.InsertBox(ctx, d, e); err != nil {
 		return rec, err
 	}
@@ -327,6 +333,9 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		if err := f.copyIn(ctx, vmName, r.hostDir, r.Dir); err != nil {
 			return fail(fmt.Errorf("repo %s: copy into the box: %w", r.Name, err))
 		}
+	}
+	if err := f.runSetup(ctx, rec, c.req.Setup); err != nil {
+		return fail(err)
 	}
 	copied := time.Since(t0)
 	if err := f.setup(ctx, vmName, c.task, prepared); err != nil {

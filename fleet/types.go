@@ -77,6 +77,10 @@ type DelegateRequest struct {
 	Allow []string `json:"allow,omitempty"`
 	// Keep exempts the box from the sleep TTL.
 	Keep bool `json:"keep,omitempty"`
+	// Setup is a shell script run as root in the box after its repos are
+	// copied in and before the agent starts (packages, toolchains): the
+	// root work a project needs, on the operator's word (see setup.go).
+	Setup string `json:"setup,omitempty"`
 }
 
 // Box is what a front sees of one box. Everything that came from inside the

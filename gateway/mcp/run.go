@@ -27,6 +27,7 @@ type DelegateIn struct {
 	Agent string   `json:"agent,omitempty" jsonschema:"agent profile: claude (default) or script (a deterministic test agent)"`
 	Allow []string `json:"allow,omitempty" jsonschema:"extra egress domains the box may reach, e.g. pypi.org or *.example.com (ports 80 and 443), example.com:8443 (that port); everything else is denied"`
 	Keep  bool     `json:"keep,omitempty" jsonschema:"exempt the box from the sleep TTL"`
+	Setup string   `json:"setup,omitempty" jsonschema:"a shell script run as root in the box before the agent starts (install packages or toolchains the task needs; the agent itself runs unprivileged); its output is in the box's log and a non-zero exit fails the box"`
 	Wait  *int     `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the agent to finish or ask, in seconds; omitted: the server's maximum; 0: return once it started"`
 }
 
@@ -77,7 +78,7 @@ func (h *handler) addRunTools() {
 			defer cancel()
 			// Subscribe first: a fast run must not finish unseen.
 			events := h.fleet.Events(ctx, c.actor)
-			dr := fleet.DelegateRequest{Task: in.Task, Agent: in.Agent, Allow: in.Allow, Keep: in.Keep}
+			dr := fleet.DelegateRequest{Task: in.Task, Agent: in.Agent, Allow: in.Allow, Keep: in.Keep, Setup: in.Setup}
 			for _, r := range in.Repos {
 				dr.Repos = append(dr.Repos, fleet.RepoSpec{Repo: r.Repo, Ref: r.Ref})
 			}

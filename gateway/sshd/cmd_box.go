@@ -71,10 +71,10 @@ func (c *call) boxCmds() []*cobra.Command {
 
 func (c *call) newCmd() *cobra.Command {
 	var repos, allow []string
-	var ref, agentName string
+	var ref, agentName, setup string
 	var keep, asJSON bool
 	cmd := &cobra.Command{
-		Use:     "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] TASK…",
+		Use:     "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] [--setup SCRIPT|-] TASK…",
 		Short:   "Delegate a task to a new box",
 		GroupID: groupBoxes,
 		Args:    cobra.ArbitraryArgs,
@@ -83,7 +83,14 @@ func (c *call) newCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := fleet.DelegateRequest{Task: strings.Join(args, " "), Agent: agentName, Allow: allow, Keep: keep}
+			if setup == "-" {
+				b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), fleet.MaxSetupBytes+1))
+				if err != nil {
+					return fmt.Errorf("read the setup script from stdin: %w", err)
+				}
+				setup = string(b)
+			}
+			req := fleet.DelegateRequest{Task: strings.Join(args, " "), Agent: agentName, Allow: allow, Keep: keep, Setup: setup}
 			for _, r := range repos {
 				req.Repos = append(req.Repos, fleet.RepoSpec{Repo: r, Ref: ref})
 			}
@@ -107,6 +114,7 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringVar(&agentName, "agent", "", "agent profile: claude (default) or script")
 	cmd.Flags().StringArrayVar(&allow, "allow", nil, "an extra egress domain the box may reach (example.com, *.example.com; ports 80 and 443, or example.com:8443); repeat for more")
 	cmd.Flags().BoolVar(&keep, "keep", false, "never destroy the box while it sleeps")
+	cmd.Flags().StringVar(&setup, "setup", "", "a shell script run as root in the box before the agent starts (packages, toolchains); - reads it from stdin")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

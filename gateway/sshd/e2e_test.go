@@ -137,6 +137,10 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d stdout %q stderr %q; want one error line and exit 1", c, r.code, r.stdout, r.stderr)
 		}
 	}
+	// A setup script read from stdin that is too large.
+	if r := g.run("alice", strings.Repeat("x", fleet.MaxSetupBytes+1), "new", "--agent", "script", "--setup", "-", "x"); r.code != 1 || !strings.Contains(r.stderr, "setup script is") {
+		t.Errorf("new --setup - with a large script: %+v", r)
+	}
 	if boxes, _ := g.fleet.List(context.Background(), g.actors["root"]); len(boxes) != 0 {
 		t.Fatalf("bad input created %d box(es)", len(boxes))
 	}

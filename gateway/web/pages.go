@@ -277,8 +277,9 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
 	f := views.DelegateForm{
 		Task: r.PostFormValue("task"), Repo: strings.TrimSpace(r.PostFormValue("repo")), Ref: strings.TrimSpace(r.PostFormValue("ref")),
 		Agent: r.PostFormValue("agent"), Allow: r.PostFormValue("allow"), Keep: r.PostFormValue("keep") == "1",
+		Setup: strings.ReplaceAll(r.PostFormValue("setup"), "\r\n", "\n"),
 	}
-	req := fleet.DelegateRequest{Task: f.Task, Agent: f.Agent, Allow: strings.Fields(strings.ReplaceAll(f.Allow, ",", " ")), Keep: f.Keep}
+	req := fleet.DelegateRequest{Task: f.Task, Agent: f.Agent, Allow: strings.Fields(strings.ReplaceAll(f.Allow, ",", " ")), Keep: f.Keep, Setup: f.Setup}
 	if f.Repo != "" {
 		req.Repos = []fleet.RepoSpec{{Repo: f.Repo, Ref: f.Ref}}
 	}

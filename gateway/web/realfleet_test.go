@@ -86,6 +86,7 @@ func TestBrowserRealFleet(t *testing.T) {
 	br.clean("delegate form with an account")
 	br.do("fill", chromedp.SendKeys(chromedp.CSS("#task"), "add a word to the README"),
 		chromedp.SendKeys(chromedp.CSS("#repo"), "acme/widget"),
+		chromedp.SendKeys(chromedp.CSS("#setup"), "echo set up by $(id -un)"),
 		chromedp.SetValue(chromedp.CSS("#agent"), "script"))
 	// Delegate returns once the agent has started: a boot under TCG.
 	dctx, cancel := context.WithTimeout(br.ctx, 3*time.Minute)
@@ -99,6 +100,7 @@ func TestBrowserRealFleet(t *testing.T) {
 		t.Fatalf("after delegate at %s", loc)
 	}
 	br.waitForLong("the question in the live log", `document.querySelector('#log').innerText.includes('Which word should I add')`, 2*time.Minute)
+	br.waitForLong("the root setup step in the live log", `document.querySelector('#log').innerText.includes('set up by root')`, time.Minute)
 	br.waitForLong("the question panel", `document.querySelector('#question') && document.querySelector('input[name=mode][value=answer]')`, time.Minute)
 	br.clean("box waiting")
 	br.screenshot("real-box-question.png")
