@@ -378,6 +378,29 @@ func BenchmarkGuardProcessBroker(b *testing.B) {
 	}
 }
 
+// BenchmarkProcessStart is what any hook process costs before it decides,
+// for reading the two above: /bin/true, and the guest binary printing its
+// help.
+func BenchmarkProcessStart(b *testing.B) {
+	bin := hookBench(b)
+	for _, argv := range [][]string{{"/bin/true"}, {bin, "--help"}} {
+		name := filepath.Base(argv[0])
+		b.Run(name, func(b *testing.B) {
+			var times []time.Duration
+			for b.Loop() {
+				cmd := exec.Command(argv[0], argv[1:]...)
+				start := time.Now()
+				if err := cmd.Run(); err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, time.Since(start))
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+		})
+	}
+}
+
 // BenchmarkGuardProcessHooksOnly is BenchmarkGuardProcess with this
 // package's test binary as sbx: a process that links only the hooks, to
 // tell the guard's own cost from the sbx binary's package initialization.
