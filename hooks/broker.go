@@ -43,6 +43,9 @@ const BrokerState = "/var/lib/sbx/hooks-state"
 // brokerDeadline bounds one exchange; a hook that hears nothing denies.
 const brokerDeadline = selfDeadline - 2*time.Second
 
+// brokerParallel is how many decisions the broker makes at once.
+const brokerParallel = 4
+
 // brokerRequest is what a hook process sends: its arguments, the two
 // environment values the decision may depend on, and Claude Code's payload.
 type brokerRequest struct {
@@ -102,6 +105,10 @@ func (b Broker) Serve(ctx context.Context, ln net.Listener) error {
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// A request may carry a 64 MiB Write: a few at a time, so a flood of
+	// them from the agent cannot exhaust PID 1's memory. Claude Code runs
+	// the hooks of one call one after another anyway.
+	busy := make(chan struct{}, brokerParallel)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -114,7 +121,17 @@ func (b Broker) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("hook broker: accept: %w", err)
 		}
-		wg.Go(func() { b.answer(c) })
+		wg.Go(func() {
+			select {
+			case busy <- struct{}{}:
+				defer func() { <-busy }()
+				b.answer(c)
+			case <-time.After(brokerDeadline):
+				c.Close() // the hook hears nothing and denies
+			case <-ctx.Done():
+				c.Close()
+			}
+		})
 	}
 }
 
