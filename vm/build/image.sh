@@ -19,7 +19,10 @@ claude_code=@anthropic-ai/claude-code@2.1.332
 # rootfs ROOT MIRROR...: the root filesystem, lean (no docs, man pages,
 # locales or apt lists). npm inside the chroot trusts the build host's CAs (a
 # TLS-inspecting proxy's root included) through /tmp/build-ca.crt, which the
-# last hook removes: the image keeps only Debian's ca-certificates.
+# last hook removes: the image keeps only Debian's ca-certificates. No file
+# keeps a setuid or setgid bit (su, passwd, chsh, unix_chkpwd...; the build
+# fails if one is left): the agent runs unprivileged and must have no setuid
+# path to root (issue 16), and no box needs one — root work runs as root.
 rootfs() {
 	local root=$1; shift
 	mmdebstrap --mode=root --variant=apt --format=directory \
@@ -40,6 +43,7 @@ rootfs() {
 		--customize-hook='chroot "$1" node --version' \
 		--customize-hook='mkdir -p "$1"/workspace && echo sbx >"$1"/etc/hostname && : >"$1"/etc/resolv.conf' \
 		--customize-hook='rm -rf "$1"/root/.npm "$1"/root/.cache "$1"/tmp/* "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/apt/* "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old' \
+		--customize-hook='find "$1" -xdev -perm /6000 -exec chmod ug-s {} + && ! find "$1" -xdev -perm /6000 | grep .' \
 		"$suite" "$root" "$@"
 }
 
