@@ -254,3 +254,38 @@ func TestRegressionGuardEnvironmentSentByPush(t *testing.T) {
 		`git tag -a v1 -m "$(printenv)" && git push --tags`)
 	guardAllows(t, `git commit -m "wip" && git push`, `env | grep -i go`)
 }
+
+// TestRegressionGuardBatteryGaps: the OS battery (vm/image
+// TestAgentUserBattery) fed every attack to the guard too; these it let
+// through, the OS stopping them: reading another process's environment,
+// and writers into the directory they run in (patch, git apply and the
+// work-tree writers after a cd out of the workspace).
+func TestRegressionGuardBatteryGaps(t *testing.T) {
+	g := boxGuard
+	for _, tc := range []struct {
+		cmd  string
+		deny bool
+	}{
+		{"cat /proc/1/environ", true},
+		{"tr '\\0' '\\n' < /proc/1/task/1/environ", true},
+		{"cat /proc/$PPID/environ", true},
+		{"for f in /proc/[0-9]*/environ; do cat $f; done", true},
+		{"cd /etc && git apply /tmp/p", true},
+		{"cd /etc && patch -p1 < /tmp/p", true},
+		{"cd /etc && git checkout -f HEAD -- .", true},
+		{"cd /usr/lib && git am /tmp/p", true},
+		// Everyday lookalikes.
+		{"cat /proc/self/environ | tr '\\0' '\\n' | grep ^PATH=", false},
+		{"git apply /tmp/fix.patch", false},
+		{"git apply --check /tmp/fix.patch", false},
+		{"patch -p1 < /tmp/fix.patch", false},
+		{"cd /workspace/repo/sub && git checkout -- file.go", false},
+		{"git checkout -b feature && git reset --hard HEAD~1", false},
+		{"cd /tmp/scratch && git clone https://github.com/acme/widget && cd widget && git checkout v1", false},
+	} {
+		err := g.CheckBash(tc.cmd, "/workspace/repo")
+		if (err != nil) != tc.deny {
+			t.Errorf("%q: %v, want deny=%v", tc.cmd, err, tc.deny)
+		}
+	}
+}

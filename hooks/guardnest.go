@@ -383,12 +383,23 @@ sub:
 	case "push", "send-email", "request-pull":
 		s.fact(&s.sends, "git "+sub)
 	case "apply", "am":
-		for _, d := range optValues(rest, "--directory") {
+		dirs := optValues(rest, "--directory")
+		for _, d := range dirs {
 			s.targetDir("git "+sub+" --directory", d)
 		}
 		if slices.Contains(rest, "--unsafe-paths") {
 			s.fail("git %s --unsafe-paths writes outside the work tree", sub)
 		}
+		// Outside a repository git apply is patch: it writes where it runs.
+		if len(dirs) == 0 && !slices.ContainsFunc(rest, func(a string) bool {
+			return a == "--cached" || a == "--check" || a == "--stat" || a == "--numstat" || a == "--summary"
+		}) {
+			s.targetDir("git "+sub, ".")
+		}
+	case "checkout", "switch", "restore", "reset", "merge", "pull", "cherry-pick", "revert", "rebase", "read-tree", "checkout-index", "clean":
+		// They write the work tree, which is where git runs unless -C or
+		// --work-tree (checked above) say otherwise.
+		s.targetDir("git "+sub, ".")
 	}
 	switch sub {
 	case "push", "fetch", "pull", "clone", "ls-remote", "archive", "send-email", "request-pull", "submodule", "remote":

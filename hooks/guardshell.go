@@ -720,6 +720,11 @@ func (s *gstate) netPath(p string) {
 	}
 	if strings.HasPrefix(p, "/proc/") && strings.HasSuffix(p, "/environ") {
 		s.fact(&s.envDump, printable(p))
+		// Its own environment the agent may look at; another process's
+		// (the root guest agent's, a sibling's) is never everyday work.
+		if pid := splitPath(p)[1]; pid != "self" && pid != "thread-self" {
+			s.fail("reading %s reads another process's environment, which holds its credentials", printable(p))
+		}
 	}
 }
 

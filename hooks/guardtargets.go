@@ -159,8 +159,12 @@ func targetHandlers(h map[string]handler) {
 		}
 	}
 	h["patch"] = func(s *gstate, _ string, args []string, _ stdin) {
-		for _, d := range optValues(args, "-d", "--directory") {
+		dirs := optValues(args, "-d", "--directory")
+		for _, d := range dirs {
 			s.targetDir("patch -d", d)
+		}
+		if len(dirs) == 0 && !slices.Contains(args, "--dry-run") {
+			s.targetDir("patch", ".") // it patches the files where it runs
 		}
 		for _, o := range optValues(args, "-o", "--output", "-B", "--prefix", "-r", "--reject-file") {
 			s.targetFile("patch", o)
