@@ -334,6 +334,33 @@ func TestAgentUserBattery(t *testing.T) {
 		t.Errorf("the box's root was changed by the agent user")
 	}
 
+	// What the agent can still write, listed from the box itself: its
+	// places (the workspace's content, /tmp, /var/tmp, /dev/shm, its HOME),
+	// the hook broker's socket, and character devices every process may
+	// write (null, tty, ptmx…); nothing else on any file system.
+	places, _, status := runReq(ctx, t, m, box, agent.ExecRequest{User: agent.AgentUser, Argv: []string{"sh", "-c",
+		`find / -path /proc -prune -o -path /sys -prune -o -writable -print 2>/dev/null |
+		 grep -vE '^/(workspace/.+|tmp(/.*)?|var/tmp(/.*)?|dev/shm(/.*)?|home/agent(/.*)?|run/lock|workspace)$' |
+		 while read -r p; do if [ -L "$p" ]; then echo "link $p $(readlink "$p")"; elif [ -c "$p" ]; then echo "char $p"; elif [ -S "$p" ]; then echo "socket $p"; else echo "other $p"; fi; done`}})
+	if status != "0" {
+		t.Errorf("list the agent's writable places: exit %s", status)
+	}
+	var chars []string
+	for _, line := range strings.Split(strings.TrimSpace(places), "\n") {
+		kind, p, _ := strings.Cut(line, " ")
+		switch {
+		case line == "":
+		case kind == "char" && strings.HasPrefix(p, "/dev/"):
+			chars = append(chars, p)
+		case kind == "socket" && p == "/run/sbx/hooks.sock":
+		case kind == "link" && strings.HasPrefix(p, "/dev/") && strings.Contains(p, " /proc/self/"):
+			// /dev/fd, /dev/stdout…: the process's own descriptors.
+		default:
+			t.Errorf("the agent can write %s (%s)", p, kind)
+		}
+	}
+	t.Logf("the agent can write: /workspace (its content; the top is root's, sticky), /tmp, /var/tmp, /dev/shm, /home/agent, /run/lock, /run/sbx/hooks.sock (the broker), and the character devices %s", strings.Join(chars, " "))
+
 	// The PTY path (attach) drops too, and the terminal is the agent's.
 	stdout, stderr, status := runReq(ctx, t, m, box, agent.ExecRequest{
 		Argv: []string{"sh", "-c", "id -u; stat -c %U \"$(tty)\"; grep ^CapBnd: /proc/self/status"},
