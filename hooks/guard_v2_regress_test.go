@@ -274,6 +274,11 @@ func TestRegressionGuardBatteryGaps(t *testing.T) {
 		{"cd /etc && patch -p1 < /tmp/p", true},
 		{"cd /etc && git checkout -f HEAD -- .", true},
 		{"cd /usr/lib && git am /tmp/p", true},
+		{"ls /proc/1/root/", true},
+		{"cat /proc/1/root/etc/shadow", true},
+		{"dd if=/proc/1/mem bs=1 count=1", true},
+		{"ls -l /proc/self/fd/ && readlink /proc/self/cwd", false},
+		{"cat /proc/cpuinfo /proc/meminfo /proc/1/status", false},
 		// Everyday lookalikes.
 		{"cat /proc/self/environ | tr '\\0' '\\n' | grep ^PATH=", false},
 		{"git apply /tmp/fix.patch", false},

@@ -726,6 +726,13 @@ func (s *gstate) netPath(p string) {
 			s.fail("reading %s reads another process's environment, which holds its credentials", printable(p))
 		}
 	}
+	// Another process's memory, files and root: never the agent's work.
+	if segs := splitPath(p); len(segs) >= 3 && segs[0] == "proc" && segs[1] != "self" && segs[1] != "thread-self" {
+		switch segs[2] {
+		case "mem", "root", "cwd", "fd", "map_files":
+			s.fail("%s reaches into another process (its %s)", printable(p), segs[2])
+		}
+	}
 }
 
 // absPaths turns a word that names a path into the absolute paths it may
