@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"sbx.dev/sbx/fleet/transcript"
+	"sbx.dev/sbx/hooks"
+	"sbx.dev/sbx/vm/agent"
 )
 
 // profile is how one kind of agent runs in a box: its command for a turn,
@@ -61,7 +63,7 @@ func profiles() map[string]profile {
 			sideArgv: func(q, session string) []string {
 				argv := []string{"claude", "-p", q, "--output-format", "stream-json", "--verbose",
 					"--allowedTools", "Read Glob Grep Bash", "--setting-sources", "user",
-					"--settings", sideSettingsPath, "--append-system-prompt", systemPrompt +
+					"--settings", string(sideSettings()), "--append-system-prompt", systemPrompt +
 						"\nThis is a side question: answer it without changing anything."}
 				if session != "" {
 					argv = append(argv, "--resume", session)
@@ -99,19 +101,16 @@ func profileNames() []string {
 // guestSBX is the sbx binary inside a box.
 const guestSBX = "/usr/local/bin/sbx"
 
-// sideSettingsPath holds the read-only lane's hooks in the guest.
-const sideSettingsPath = "/var/lib/sbx/side-settings.json"
-
-// hookSettings is ~/.claude/settings.json for the driver lane (or the side
-// lane's --settings file): PreToolUse hooks that fail closed.
-func hookSettings(hooks ...string) []byte {
+// hookSettings is a settings document of PreToolUse hooks (sbx hook NAME
+// for every tool call) that fail closed: the hooks of managedSettings.
+func hookSettings(names ...string) []byte {
 	type hook struct {
 		Type    string `json:"type"`
 		Command string `json:"command"`
 		Timeout int    `json:"timeout"`
 	}
 	var hs []hook
-	for _, h := range hooks {
+	for _, h := range names {
 		hs = append(hs, hook{Type: "command", Command: guestSBX + " hook " + h, Timeout: 30})
 	}
 	doc := map[string]any{
@@ -123,18 +122,69 @@ func hookSettings(hooks ...string) []byte {
 	return b
 }
 
-// managedSettings is Claude Code's managed-settings.json in the box: the
-// guard and the lane's own hook (hooks "lane": the ask-gate in the
-// driver's lane, read-only in the side lane, told apart by SBX_LANE) for
-// every tool call, and only managed hooks run (allowManagedHooksOnly:
-// hooks the agent could add to ~/.claude, a project's .claude or a plugin
-// are ignored). disableAllHooks is honoured only from managed settings, so
-// nothing the agent writes switches these off.
+// managedSettings is Claude Code's managed-settings.json in the box, above
+// every user, project, local and command-line setting (checked against the
+// CLI the image installs, 2.1.332, by TestRegressionAgentSettingsCannotDropHooks):
+//   - hooks: the guard and the lane's own hook (hooks "lane": the ask-gate in
+//     the driver's lane, read-only in the side lane, told apart by SBX_LANE)
+//     for every tool call; allowManagedHooksOnly runs these alone (the hooks
+//     of ~/.claude, a project's .claude, --settings and plugins are
+//     ignored). disableAllHooks is honoured only from managed settings.
+//   - env: managedEnv, which the agent's own env settings cannot override.
+//   - MCP: only the gateway's relay (the --mcp-config sbx writes); a server
+//     of the agent's ~/.claude.json or a project's .mcp.json does not start
+//     (the guard lets every mcp__ tool through, as the operator's).
+//   - disableSkillShellExecution: the !`command` of a skill or slash command
+//     the agent wrote would run with no hook seeing it.
+//   - no bypassPermissions mode from the agent's settings (Claude Code's own
+//     checks stay on; a hook's deny holds in every mode).
 func managedSettings() []byte {
 	var doc map[string]any
 	_ = json.Unmarshal(hookSettings("guard", "lane"), &doc)
 	doc["allowManagedHooksOnly"] = true
+	doc["env"] = managedEnv()
+	doc["allowManagedMcpServersOnly"] = true
+	doc["allowedMcpServers"] = []map[string]string{{"serverUrl": "http://" + GatewayHost + "/mcp/*"}}
+	doc["disableSkillShellExecution"] = true
+	doc["permissions"] = map[string]any{"disableBypassPermissionsMode": "disable"}
 	b, _ := json.MarshalIndent(doc, "", "  ")
+	return b
+}
+
+// managedEnv pins, per variable, the environment Claude Code gives its
+// hooks: env from the agent's ~/.claude/settings.json or ~/.claude.json
+// reaches every hook process, and managed env is applied last. An empty
+// value stands for unset.
+//   - CLAUDE_CODE_SHELL_PREFIX: Claude Code starts each hook (and each Bash
+//     command) as PREFIX COMMAND; the agent's prefix would run instead of
+//     the hook and allow everything.
+//   - LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH: a hook starts as /bin/sh -c
+//     COMMAND, and the dynamically linked shell would load the agent's code
+//     first (the sbx binary itself is static).
+//   - what sbx hook reads: SBX_WORKSPACE, SBX_HOOK_LOG, SBX_HOOK_STATE (empty:
+//     the hook's defaults under the workspace) and HOME, the agent's home
+//     the guard protects. SBX_LANE differs by lane, so it is not here: the
+//     side lane pins it with sideSettings.
+func managedEnv() map[string]string {
+	return map[string]string{
+		"CLAUDE_CODE_SHELL_PREFIX": "",
+		"LD_PRELOAD":               "",
+		"LD_AUDIT":                 "",
+		"LD_LIBRARY_PATH":          "",
+		"SBX_WORKSPACE":            hooks.DefaultWorkspace,
+		"SBX_HOOK_LOG":             "",
+		"SBX_HOOK_STATE":           "",
+		"HOME":                     agent.AgentHome,
+	}
+}
+
+// sideSettings is the side lane's --settings (inline JSON): SBX_LANE=side,
+// which makes the managed "lane" hook read-only. Command-line settings rank
+// above the agent's own, so its env cannot turn the lane back into the
+// driver's; the gateway also sets SBX_LANE in the process environment.
+// (Hooks in --settings would be ignored: allowManagedHooksOnly.)
+func sideSettings() []byte {
+	b, _ := json.Marshal(map[string]any{"env": map[string]string{"SBX_LANE": hooks.SideLane}})
 	return b
 }
 

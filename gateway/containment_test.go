@@ -129,13 +129,19 @@ func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*conf
 	return g
 }
 
-// sh runs a shell command in the box as alice and returns its output and
-// exit code.
+// sh runs a shell command in the box as alice (as root) and returns its
+// output and exit code.
 func (g *boxGateway) sh(box, cmd string) (string, int) {
+	g.t.Helper()
+	return g.shAs(box, "", cmd)
+}
+
+// shAs is sh as user: "" (root) or agent.AgentUser.
+func (g *boxGateway) shAs(box, user, cmd string) (string, int) {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{Argv: []string{"/bin/bash", "-lc", cmd}})
+	p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{User: user, Argv: []string{"/bin/bash", "-lc", cmd}})
 	if err != nil {
 		g.t.Fatal(err)
 	}
