@@ -413,7 +413,8 @@ func writeTar(w io.Writer, root string) error {
 // setupScript prepares the guest for the agent, as root: Claude Code's
 // managed settings (its hooks, pinned: the agent user cannot write them,
 // and allowManagedHooksOnly drops any hook of user, project or plugin
-// settings), the side lane's settings, git's identity in the system config
+// settings; the side lane's differ only by SBX_LANE, given on its command
+// line), git's identity in the system config
 // (read-only to the agent, which has no ~/.gitconfig of ours to rewrite),
 // the root-only turn directory.
 const setupScript = `set -e
@@ -422,9 +423,8 @@ mkdir -p /var/lib/sbx/turns ` + managedSettingsDir + `
 chmod 755 /var/lib/sbx ` + managedSettingsDir + `
 chmod 700 /var/lib/sbx/turns
 printf '%s' "$SBX_SETTINGS" > ` + managedSettingsPath + `
-printf '%s' "$SBX_SIDE_SETTINGS" > /var/lib/sbx/side-settings.json
-chown 0:0 ` + managedSettingsPath + ` /var/lib/sbx/side-settings.json
-chmod 644 ` + managedSettingsPath + ` /var/lib/sbx/side-settings.json
+chown 0:0 ` + managedSettingsPath + `
+chmod 644 ` + managedSettingsPath + `
 if command -v git >/dev/null 2>&1; then
   git config --system user.name "sbx agent"
   git config --system user.email agent@sbx.invalid
@@ -469,7 +469,6 @@ func (f *Fleet) prepare(ctx context.Context, vmName string) error {
 		Argv: []string{"/bin/sh", "-c", setupScript},
 		Env: []string{
 			"SBX_SETTINGS=" + string(managedSettings()),
-			"SBX_SIDE_SETTINGS=" + string(hookSettings("guard", "read-only")),
 		},
 	})
 	if err != nil {
