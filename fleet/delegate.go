@@ -443,7 +443,7 @@ const (
 // the agent user, who runs the agent. The top directory (root's, sticky),
 // the decision log and the task file (written after) stay root's: the
 // guest made them so at boot (guest.ProvisionAgentUser).
-var ownWorkspace = `find /workspace -mindepth 1 -maxdepth 1 ! -name .agent.task ! -name ` + hooks.LogFile + ` ! -name lost+found -exec chown -R ` + agentOwner + ` {} +`
+var ownWorkspace = `find /workspace -mindepth 1 -maxdepth 1 ! -name .agent.task ! -name ` + hooks.LogFile + ` -exec chown -R ` + agentOwner + ` {} +`
 
 var agentOwner = strconv.Itoa(agent.AgentUID) + ":" + strconv.Itoa(agent.AgentGID)
 
