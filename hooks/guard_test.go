@@ -318,18 +318,17 @@ func hookBench(b *testing.B) string {
 	return bin
 }
 
-// BenchmarkGuardProcess is one guard decision as Claude Code pays for it:
-// the real sbx binary started, the payload on stdin, the decision logged.
-// It reports the median in ms (target ≤ 5).
-func BenchmarkGuardProcess(b *testing.B) {
-	bin := hookBench(b)
-	ws := b.TempDir()
-	in := bash(`cd /workspace/repo && git status --short && go test ./hooks/... 2>&1 | tail -20 && curl -s https://example.com/api | jq .`)
+// benchCommand is the Bash command the process benchmarks decide on.
+const benchCommand = `cd /workspace/repo && git status --short && go test ./hooks/... 2>&1 | tail -20 && curl -s https://example.com/api | jq .`
+
+// benchProcess runs argv with env and the payload in on stdin b.N times,
+// each run must succeed, and reports the median in ms.
+func benchProcess(b *testing.B, argv, env []string, in []byte) {
 	var times []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
-		cmd := exec.Command(bin, "hook", "guard")
-		cmd.Env = []string{"SBX_WORKSPACE=" + ws, "HOME=/root", "PATH=/usr/bin:/bin"}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
 		cmd.Stdin = bytes.NewReader(in)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -342,6 +341,15 @@ func BenchmarkGuardProcess(b *testing.B) {
 	}
 	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+}
+
+// BenchmarkGuardProcess is one guard decision as Claude Code pays for it
+// where there is no broker: the real sbx binary started, the payload on
+// stdin, the decision made and logged in that process. It reports the
+// median in ms (target ≤ 5).
+func BenchmarkGuardProcess(b *testing.B) {
+	ws := b.TempDir()
+	benchProcess(b, []string{hookBench(b), "hook", "guard"}, []string{"SBX_WORKSPACE=" + ws, "HOME=/root", "PATH=/usr/bin:/bin"}, bash(benchCommand))
 	if log, err := os.ReadFile(filepath.Join(ws, LogFile)); err != nil || !bytes.Contains(log, []byte(`"decision":"allow"`)) {
 		b.Fatalf("decision not logged: %v", err)
 	}
@@ -352,27 +360,9 @@ func BenchmarkGuardProcess(b *testing.B) {
 // broker (here in this process, as PID 1 is in a box), which decides and
 // logs.
 func BenchmarkGuardProcessBroker(b *testing.B) {
-	bin := hookBench(b)
 	ws := b.TempDir()
 	sock, _ := startBroker(b, ws)
-	in := bash(`cd /workspace/repo && git status --short && go test ./hooks/... 2>&1 | tail -20 && curl -s https://example.com/api | jq .`)
-	var times []time.Duration
-	b.ResetTimer()
-	for b.Loop() {
-		cmd := exec.Command(bin, "hook", "--broker="+sock, "guard")
-		cmd.Env = []string{"HOME=/home/agent", "PATH=/usr/bin:/bin"}
-		cmd.Stdin = bytes.NewReader(in)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		start := time.Now()
-		err := cmd.Run()
-		times = append(times, time.Since(start))
-		if err != nil {
-			b.Fatalf("%v: %s", err, stderr.String())
-		}
-	}
-	slices.Sort(times)
-	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+	benchProcess(b, []string{hookBench(b), "hook", "--broker=" + sock, "guard"}, []string{"HOME=/home/agent", "PATH=/usr/bin:/bin"}, bash(benchCommand))
 	if log, err := os.ReadFile(filepath.Join(ws, LogFile)); err != nil || !bytes.Contains(log, []byte(`"peer":{"uid":`)) {
 		b.Fatalf("decision not logged by the broker: %v", err)
 	}
@@ -385,19 +375,7 @@ func BenchmarkProcessStart(b *testing.B) {
 	bin := hookBench(b)
 	for _, argv := range [][]string{{"/bin/true"}, {bin, "--help"}} {
 		name := filepath.Base(argv[0])
-		b.Run(name, func(b *testing.B) {
-			var times []time.Duration
-			for b.Loop() {
-				cmd := exec.Command(argv[0], argv[1:]...)
-				start := time.Now()
-				if err := cmd.Run(); err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, time.Since(start))
-			}
-			slices.Sort(times)
-			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
-		})
+		b.Run(name, func(b *testing.B) { benchProcess(b, argv, nil, nil) })
 	}
 }
 
@@ -406,7 +384,7 @@ func BenchmarkProcessStart(b *testing.B) {
 // tell the guard's own cost from the sbx binary's package initialization.
 func BenchmarkGuardProcessHooksOnly(b *testing.B) {
 	e := env{workspace: b.TempDir()}
-	in := bash(`cd /workspace/repo && git status --short && go test ./hooks/... 2>&1 | tail -20 && curl -s https://example.com/api | jq .`)
+	in := bash(benchCommand)
 	var times []time.Duration
 	for b.Loop() {
 		start := time.Now()

@@ -68,20 +68,7 @@ var rootFiles = []string{".agent.task", hooks.LogFile}
 // agent made while it could (a box from before this rule, or a link) is
 // removed, and the log is created root's so the agent cannot make it first.
 func controlPlaneTop(dir string) error {
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	if err := unix.Lchown(dir, 0, 0); err != nil {
-		return fmt.Errorf("chown %s: %w", dir, err)
-	}
-	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+	if err := ownDir(dir, 0, 0, 0o777|os.ModeSticky); err != nil {
 		return err
 	}
 	for _, name := range rootFiles {
@@ -154,7 +141,13 @@ func ensureEntry(path, line string, idField int, id string, optional bool) error
 // ownedDir makes dir (created if missing, never a symlink) the agent user's
 // with mode perm.
 func ownedDir(dir string, perm os.FileMode) error {
-	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+	return ownDir(dir, agent.AgentUID, agent.AgentGID, perm)
+}
+
+// ownDir makes dir (created if missing, never a symlink) uid:gid's with mode
+// perm.
+func ownDir(dir string, uid, gid int, perm os.FileMode) error {
+	if err := os.Mkdir(dir, perm.Perm()); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	fi, err := os.Lstat(dir)
@@ -164,11 +157,8 @@ func ownedDir(dir string, perm os.FileMode) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
-	if err := unix.Lchown(dir, agent.AgentUID, agent.AgentGID); err != nil {
+	if err := unix.Lchown(dir, uid, gid); err != nil {
 		return fmt.Errorf("chown %s: %w", dir, err)
 	}
-	if err := os.Chmod(dir, perm); err != nil {
-		return err
-	}
-	return nil
+	return os.Chmod(dir, perm)
 }
