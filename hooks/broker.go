@@ -68,7 +68,10 @@ type Broker struct {
 	Workspace string // default DefaultWorkspace
 	Log       string // default Workspace/LogFile
 	State     string // default BrokerState
-	Logger    *slog.Logger
+	// Home is the agent's home the guard protects; "" takes the hook's
+	// HOME (the managed settings pin it too).
+	Home   string
+	Logger *slog.Logger
 }
 
 // ListenBroker makes path's directory (root's, 0755) and listens there; the
@@ -157,7 +160,10 @@ func (b Broker) reply(r io.Reader, peer Peer) brokerReply {
 }
 
 func (b Broker) decide(req brokerRequest, peer Peer) brokerReply {
-	cfg := Config{Workspace: b.Workspace, Log: b.Log, State: b.State, Home: req.Home, Lane: req.Lane, Peer: &peer}
+	cfg := Config{Workspace: b.Workspace, Log: b.Log, State: b.State, Home: b.Home, Lane: req.Lane, Peer: &peer}
+	if cfg.Home == "" {
+		cfg.Home = req.Home
+	}
 	if cfg.Workspace == "" {
 		cfg.Workspace = DefaultWorkspace
 	}

@@ -238,3 +238,19 @@ func FuzzBrokerRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestBrokerHomeIsItsOwn: the agent's settings could move the HOME its hooks
+// see; the box's broker protects the agent's real home whatever the hook
+// says.
+func TestBrokerHomeIsItsOwn(t *testing.T) {
+	ws := t.TempDir()
+	b := Broker{Workspace: ws, State: filepath.Join(t.TempDir(), "state"), Home: "/home/agent", Logger: slog.New(slog.DiscardHandler)}
+	req, _ := json.Marshal(brokerRequest{
+		Args:    []string{"guard"},
+		Home:    "/elsewhere",
+		Payload: payload("Write", map[string]any{"file_path": "/home/agent/.claude/settings.json", "content": "{}"}),
+	})
+	if r := b.reply(bytes.NewReader(req), Peer{UID: 1000, PID: 2}); r.Code != ExitDeny {
+		t.Errorf("writing the agent's settings with HOME moved: %+v", r)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"sbx.dev/sbx/hooks"
+	"sbx.dev/sbx/vm/agent"
 )
 
 // StartHookBroker serves the agent's hooks their decisions from root
@@ -19,7 +20,7 @@ func StartHookBroker(ctx context.Context, workspace string, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	b := hooks.Broker{Workspace: workspace, Logger: log}
+	b := hooks.Broker{Workspace: workspace, Home: agent.AgentHome, Logger: log}
 	go func() {
 		if err := b.Serve(ctx, ln); err != nil {
 			log.Error("hook broker stopped; hooks now deny every call", "err", err)
