@@ -15,7 +15,7 @@ import (
 
 	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/hooks"
-	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/fwd"
 	"sbx.dev/sbx/vm/guest"
 	"sbx.dev/sbx/vm/kube/podagent"
 )
@@ -45,7 +45,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		hooks.NewCommand(),
 		boxcmd.NewCommand(),
-		vm.NewForwardCommand(),
+		fwd.NewCommand(),
 		podagent.NewCommand(),
 	)
 	return root

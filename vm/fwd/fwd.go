@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
 
@@ -102,4 +103,21 @@ func pipe(dst, src net.Conn) error {
 		}
 	}
 	return nil
+}
+
+// NewCommand is the hidden `sbx vm-fwd SOCKET` that QEMU runs for each
+// connection a box opens to the egress address: it joins that connection
+// (fds 0-2) to the gateway's unix socket for the box. Not for people. It
+// lives here, not in package vm, so the guest binary that carries it links
+// none of the host's VM code.
+func NewCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    Command + " SOCKET",
+		Short:  "Join one egress connection of a box to the gateway (run by QEMU)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return Main(cmd.Context(), args[0])
+		},
+	}
 }

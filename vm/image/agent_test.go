@@ -146,7 +146,7 @@ func startAgentBox(ctx context.Context, t *testing.T, img image.Image, k kernel.
 
 // forwarder builds the vm tests' guest init, which (like sbx) serves
 // `vm-fwd SOCKET` for QEMU's egress connections; the sbx test binary gets
-// that command only when main.go wires vm.NewForwardCommand.
+// that command only when main.go wires fwd.NewCommand.
 func forwarder(t *testing.T) string {
 	out := filepath.Join(t.TempDir(), "fwd")
 	cmd := exec.Command("go", "build", "-o", out, "../qemu/testdata/guestinit")

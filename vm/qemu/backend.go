@@ -50,7 +50,7 @@ type Config struct {
 	// Forwarder is the program QEMU runs for each connection a box with
 	// an egress socket opens, as `Forwarder vm-fwd SOCKET` (see vm/fwd);
 	// "" means Init, else this executable: the sbx binary has the hidden
-	// vm-fwd command (vm.NewForwardCommand).
+	// vm-fwd command (fwd.NewCommand).
 	Forwarder string
 	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches the verdict.
 	Accel string
