@@ -7,14 +7,13 @@ import (
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // execOut runs argv in box as user ("" root) and returns its stdout and
 // exit code.
 func (e *env) execOut(t *testing.T, caller keys.Actor, box, user string, argv ...string) (string, int) {
 	t.Helper()
-	p, err := e.fleet.Exec(e.ctx(), caller, box, agent.ExecRequest{Argv: argv, User: user})
+	p, err := e.fleet.Exec(e.ctx(), caller, box, fleet.ExecRequest{Argv: argv, User: user})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +95,11 @@ func TestTurnRunsAsAgentUser(t *testing.T) {
 		"cat /var/lib/sbx/turns/1.out",
 		"git config --system core.hooksPath /tmp",
 	} {
-		if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", c+" 2>&1"); code == 0 {
+		if out, code := e.execOut(t, e.alice, b.Name, fleet.AgentUser, "/bin/sh", "-c", c+" 2>&1"); code == 0 {
 			t.Errorf("as the agent user %q succeeded: %s", c, out)
 		}
 	}
-	if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", "cd /workspace/widget && echo ok >> README.md && git status --short && git config user.email"); code != 0 || !strings.Contains(out, "agent@sbx.invalid") {
+	if out, code := e.execOut(t, e.alice, b.Name, fleet.AgentUser, "/bin/sh", "-c", "cd /workspace/widget && echo ok >> README.md && git status --short && git config user.email"); code != 0 || !strings.Contains(out, "agent@sbx.invalid") {
 		t.Errorf("the agent user in its repo: exit %d: %s", code, out)
 	}
 	if out, _ := e.execOut(t, e.alice, b.Name, "", "cat", "/etc/claude-code/managed-settings.json"); out != settings {
@@ -127,7 +126,7 @@ func TestRegressionDiffRunsAgentGitAsRoot(t *testing.T) {
 	e.waitLog(b.Name, "planted")
 	plant := `cd /workspace/widget && printf '#!/bin/sh\nid -u > /tmp/fsmonitor-ran-as\n' > /tmp/fsm && chmod +x /tmp/fsm &&
 git config core.fsmonitor /tmp/fsm && echo more >> README.md && echo new > NEW.md`
-	if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", plant+" 2>&1"); code != 0 {
+	if out, code := e.execOut(t, e.alice, b.Name, fleet.AgentUser, "/bin/sh", "-c", plant+" 2>&1"); code != 0 {
 		t.Fatalf("plant: exit %d: %s", code, out)
 	}
 	d, err := e.fleet.Diff(e.ctx(), e.alice, b.Name)
@@ -145,7 +144,7 @@ git config core.fsmonitor /tmp/fsm && echo more >> README.md && echo new > NEW.m
 	if out, _ := e.execOut(t, e.alice, b.Name, "", "find", "/workspace/widget/.git", "-not", "-user", "1000"); strings.TrimSpace(out) != "" {
 		t.Errorf("root-owned files under .git after the diff:\n%s", out)
 	}
-	if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", "cd /workspace/widget && git config --unset core.fsmonitor && git add -A && git commit -qm more 2>&1"); code != 0 {
+	if out, code := e.execOut(t, e.alice, b.Name, fleet.AgentUser, "/bin/sh", "-c", "cd /workspace/widget && git config --unset core.fsmonitor && git add -A && git commit -qm more 2>&1"); code != 0 {
 		t.Errorf("the agent's commit after the diff: exit %d: %s", code, out)
 	}
 }
@@ -181,12 +180,12 @@ func TestRegressionAgentOwnsItsControlPlane(t *testing.T) {
 		"echo x > /run/sbx/x",
 		"mkdir -p /var/lib/sbx/hooks-state/x",
 	} {
-		if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", c+" 2>&1"); code == 0 {
+		if out, code := e.execOut(t, e.alice, b.Name, fleet.AgentUser, "/bin/sh", "-c", c+" 2>&1"); code == 0 {
 			t.Errorf("as the agent user %q succeeded: %s", c, out)
 		}
 	}
 	// The agent's own places at the top stay its own.
-	if out, code := e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", "echo q > /workspace/.agent.question && mkdir /workspace/scratch && rm /workspace/.agent.question && rmdir /workspace/scratch 2>&1"); code != 0 {
+	if out, code := e.execOut(t, e.alice, b.Name, fleet.AgentUser, "/bin/sh", "-c", "echo q > /workspace/.agent.question && mkdir /workspace/scratch && rm /workspace/.agent.question && rmdir /workspace/scratch 2>&1"); code != 0 {
 		t.Errorf("the agent at the workspace's top: exit %d: %s", code, out)
 	}
 
@@ -194,7 +193,7 @@ func TestRegressionAgentOwnsItsControlPlane(t *testing.T) {
 	// broker decides with its own workspace and log, and logs the asker.
 	hook := `printf '%s' '{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"echo x > /etc/claude-code/managed-settings.json"}}' |
 SBX_WORKSPACE=/ SBX_HOOK_LOG=/tmp/own.log SBX_HOOK_STATE=/tmp/own.state /usr/local/bin/sbx hook --workspace / --log /tmp/own2.log guard; echo "exit $?"`
-	out, _ = e.execOut(t, e.alice, b.Name, agent.AgentUser, "/bin/sh", "-c", hook+" 2>&1")
+	out, _ = e.execOut(t, e.alice, b.Name, fleet.AgentUser, "/bin/sh", "-c", hook+" 2>&1")
 	if !strings.Contains(out, "exit 2") {
 		t.Errorf("the guard as the agent with a moved workspace: %s; want exit 2", out)
 	}

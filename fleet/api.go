@@ -8,8 +8,6 @@ import (
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
-	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // This file is the core's whole surface for fronts. Every method takes the
@@ -160,9 +158,9 @@ func (f *Fleet) SetAllow(ctx context.Context, caller keys.Actor, name string, do
 }
 
 // Stats samples the box's CPU and memory (zero for a box without a machine).
-func (f *Fleet) Stats(ctx context.Context, caller keys.Actor, name string) (vm.Stats, error) {
+func (f *Fleet) Stats(ctx context.Context, caller keys.Actor, name string) (Stats, error) {
 	if err := need(caller, keys.RightRead, "stats"); err != nil {
-		return vm.Stats{}, err
+		return Stats{}, err
 	}
 	return f.stats(ctx, caller, name)
 }
@@ -180,7 +178,7 @@ func (f *Fleet) Events(ctx context.Context, caller keys.Actor) <-chan Event {
 
 // Exec starts a process in the box (waking it first when it sleeps:
 // Process.Woke says so). Its output is redacted as it streams.
-func (f *Fleet) Exec(ctx context.Context, caller keys.Actor, name string, req agent.ExecRequest) (*Process, error) {
+func (f *Fleet) Exec(ctx context.Context, caller keys.Actor, name string, req ExecRequest) (*Process, error) {
 	if err := need(caller, keys.RightWrite, "exec"); err != nil {
 		return nil, err
 	}

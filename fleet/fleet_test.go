@@ -12,7 +12,6 @@ import (
 	"sbx.dev/sbx/fleet/gittest"
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // The whole run with the script agent against a real box and a real git
@@ -92,7 +91,7 @@ func TestDelegateScriptAgentEndToEnd(t *testing.T) {
 	if !strings.Contains(d.Patch.String(), "+banana") || !strings.Contains(d.Patch.String(), "b/widget/README.md") {
 		t.Errorf("patch:\n%s", d.Patch)
 	}
-	p, err := e.fleet.Exec(ctx, e.alice, name, agent.ExecRequest{Argv: []string{"git", "log", "--format=%s", "-1"}, Dir: "widget"})
+	p, err := e.fleet.Exec(ctx, e.alice, name, fleet.ExecRequest{Argv: []string{"git", "log", "--format=%s", "-1"}, Dir: "widget"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +161,7 @@ drain:
 func assertNoToken(t *testing.T, e *env, name string) {
 	t.Helper()
 	ctx := e.ctx()
-	p, err := e.fleet.Exec(ctx, e.admin, name, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", testutil.NoSecretScript}})
+	p, err := e.fleet.Exec(ctx, e.admin, name, fleet.ExecRequest{Argv: []string{"/bin/sh", "-c", testutil.NoSecretScript}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +195,7 @@ func assertInvisible(t *testing.T, e *env, caller keys.Actor, name string) {
 		"allow":    func() error { _, err := e.fleet.SetAllow(ctx, caller, name, []string{"example.com"}); return err },
 		"stats":    func() error { _, err := e.fleet.Stats(ctx, caller, name); return err },
 		"exec": func() error {
-			_, err := e.fleet.Exec(ctx, caller, name, agent.ExecRequest{Argv: []string{"true"}})
+			_, err := e.fleet.Exec(ctx, caller, name, fleet.ExecRequest{Argv: []string{"true"}})
 			return err
 		},
 		"stat":     func() error { _, err := e.fleet.Stat(ctx, caller, name, "."); return err },

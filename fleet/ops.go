@@ -12,7 +12,6 @@ import (
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
-	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
 )
 
@@ -47,7 +46,7 @@ func awake(rec record) error {
 	}
 }
 
-func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req agent.ExecRequest) (*Process, error) {
+func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req ExecRequest) (*Process, error) {
 	if len(req.Argv) == 0 {
 		return nil, fmt.Errorf("exec: empty command: %w", ErrInvalid)
 	}
@@ -65,7 +64,7 @@ func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req ag
 		// the gateway's proxy (the request's own entries win).
 		req.Env = append(withoutKeys(netEnv(), req.Env), req.Env...)
 	}
-	p, err := f.vm.Exec(ctx, rec.VM, req)
+	p, err := f.vm.Exec(ctx, rec.VM, req.wire())
 	e := f.entry(caller, "box.exec", name)
 	e.Detail = firstWord(req.Argv) + " as " + execUserName(req.User)
 	if err != nil {
@@ -265,17 +264,17 @@ func (f *Fleet) remove(ctx context.Context, caller keys.Actor, name, path string
 	return f.audit.Record(ctx, e)
 }
 
-func (f *Fleet) stats(ctx context.Context, caller keys.Actor, name string) (vm.Stats, error) {
+func (f *Fleet) stats(ctx context.Context, caller keys.Actor, name string) (Stats, error) {
 	rec, err := f.resolve(ctx, caller, name)
 	if err != nil {
-		return vm.Stats{}, f.safeErr(err)
+		return Stats{}, f.safeErr(err)
 	}
 	switch rec.State {
 	case Running, Waiting, Done:
 		st, err := f.vm.Stats(ctx, rec.VM)
-		return st, f.safeErr(err)
+		return Stats{CPUPercent: st.CPUPercent, PrivateBytes: st.PrivateBytes}, f.safeErr(err)
 	}
-	return vm.Stats{}, nil
+	return Stats{}, nil
 }
 
 func (f *Fleet) keep(ctx context.Context, caller keys.Actor, name string, keep bool) (Box, error) {

@@ -12,6 +12,47 @@ import (
 	"sbx.dev/sbx/vm/agent"
 )
 
+// ExecRequest is a process to start in a box (Exec). The core's own type:
+// no front needs the guest protocol's.
+type ExecRequest struct {
+	Argv []string
+	Env  []string // KEY=VALUE, added to the box's defaults
+	Dir  string   // relative to /workspace; default /workspace
+	TTY  bool
+	Rows uint16
+	Cols uint16
+	// User is "" for root or AgentUser for the box's unprivileged user.
+	User string
+}
+
+// AgentUser is ExecRequest.User for the box's unprivileged user, the one
+// the agent runs as.
+const AgentUser = agent.AgentUser
+
+// ExitStatus is how a process ended: Code is -1 when a signal killed it.
+type ExitStatus struct {
+	Code   int
+	Signal string // e.g. "interrupt", "killed"
+}
+
+// Stats is a box's CPU and memory use (Stats).
+type Stats struct {
+	// CPUPercent is the box's CPU use since the previous sample (100 = one
+	// full core).
+	CPUPercent float64 `json:"cpu_percent"`
+	// PrivateBytes is memory only this box uses.
+	PrivateBytes int64 `json:"private_bytes"`
+}
+
+// WorkspacePath cleans a path the caller means under a box's /workspace
+// (absolute there, or relative to it) to its form relative to /workspace,
+// or refuses it (escapes, NUL, not valid UTF-8).
+func WorkspacePath(p string) (string, error) { return agent.Rel(p) }
+
+func (r ExecRequest) wire() agent.ExecRequest {
+	return agent.ExecRequest{Argv: r.Argv, Env: r.Env, Dir: r.Dir, TTY: r.TTY, Rows: r.Rows, Cols: r.Cols, User: r.User}
+}
+
 // Process is a process started in a box by Exec. Its output passes the
 // redactor as it streams (held back only while it could still begin a
 // secret, released at the next line end); its input goes in untouched.
@@ -107,4 +148,7 @@ func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
 
 // Wait returns the exit status once the process ended and its output was
 // read to the end.
-func (p *Process) Wait() (agent.ExitStatus, error) { return p.p.Wait() }
+func (p *Process) Wait() (ExitStatus, error) {
+	st, err := p.p.Wait()
+	return ExitStatus{Code: st.Code, Signal: st.Signal}, err
+}

@@ -15,7 +15,6 @@ import (
 	"sbx.dev/sbx/gateway/boxnet/anthropictest"
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/hooks"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // The agent owns its HOME and its repos, so it can write Claude Code's user
@@ -58,7 +57,7 @@ func TestRegressionAgentSettingsCannotDropHooks(t *testing.T) {
 	}
 
 	// The agent writes its own settings, as it could from any tool call.
-	if out, code := g.shAs(box, agent.AgentUser, agentOwnSettingsScript); code != 0 {
+	if out, code := g.shAs(box, fleet.AgentUser, agentOwnSettingsScript); code != 0 {
 		t.Fatalf("writing the agent's own settings as the agent: %d\n%s", code, out)
 	}
 

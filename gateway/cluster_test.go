@@ -27,7 +27,6 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/internal/testutil"
-	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/kube/kubetest"
 	"sbx.dev/sbx/vm/vmtest"
 )
@@ -584,7 +583,7 @@ func TestClusterBoxNetwork(t *testing.T) {
 	g.waitState(box, fleet.Done)
 	sh := func(script string) (string, int) {
 		t.Helper()
-		p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{Argv: []string{"sh", "-c", script + " 2>&1"}})
+		p, err := g.f.Exec(ctx, g.alice, box, fleet.ExecRequest{Argv: []string{"sh", "-c", script + " 2>&1"}})
 		if err != nil {
 			t.Fatal(err)
 		}

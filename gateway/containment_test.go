@@ -27,7 +27,6 @@ import (
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // testResolver maps the test's names; anything else does not exist.
@@ -136,12 +135,12 @@ func (g *boxGateway) sh(box, cmd string) (string, int) {
 	return g.shAs(box, "", cmd)
 }
 
-// shAs is sh as user: "" (root) or agent.AgentUser.
+// shAs is sh as user: "" (root) or fleet.AgentUser.
 func (g *boxGateway) shAs(box, user, cmd string) (string, int) {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{User: user, Argv: []string{"/bin/bash", "-lc", cmd}})
+	p, err := g.f.Exec(ctx, g.alice, box, fleet.ExecRequest{User: user, Argv: []string{"/bin/bash", "-lc", cmd}})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -328,7 +327,7 @@ func TestContainmentEndToEnd(t *testing.T) {
 	}
 
 	for _, secret := range []string{g.token, g.apiKey, mcpSecret} {
-		p, err := g.f.Exec(ctx, g.alice, box, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", testutil.NoSecretScript}})
+		p, err := g.f.Exec(ctx, g.alice, box, fleet.ExecRequest{Argv: []string{"/bin/sh", "-c", testutil.NoSecretScript}})
 		if err != nil {
 			t.Fatal(err)
 		}

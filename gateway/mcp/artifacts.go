@@ -17,7 +17,6 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // Scheme is the URI scheme of box files: sbx://BOX/PATH, PATH relative to
@@ -106,7 +105,7 @@ func (h *handler) addArtifactTools() {
 	add(h, tool{name: "list_artifacts", title: "List files of a box",
 		desc: "List a directory of the box's /workspace (where the agent works and leaves results). Each entry has a path for read_artifact and a resource URI."},
 		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, in ArtifactsIn) (*sdk.CallToolResult, ArtifactsOut, error) {
-			rel, err := agent.Rel(in.Path)
+			rel, err := fleet.WorkspacePath(in.Path)
 			if err != nil {
 				return nil, ArtifactsOut{}, invalid(fmt.Sprintf("path %q: want a directory inside /workspace", in.Path))
 			}
@@ -156,7 +155,7 @@ func (h *handler) addArtifactTools() {
 			if limit == 0 {
 				limit = defaultArtifactBytes
 			}
-			rel, err := agent.Rel(in.Path)
+			rel, err := fleet.WorkspacePath(in.Path)
 			if err != nil || rel == "." {
 				return nil, ReadOut{}, invalid(fmt.Sprintf("path %q: want a file inside /workspace", in.Path))
 			}
@@ -271,7 +270,7 @@ func (h *handler) readResource(ctx context.Context, req *sdk.ReadResourceRequest
 	if h.fleet == nil {
 		return fail(&toolError{msg: "boxes are unavailable: this gateway runs without a fleet", result: audit.ResultError})
 	}
-	if rel, err = agent.Rel(rel); err != nil {
+	if rel, err = fleet.WorkspacePath(rel); err != nil {
 		return fail(invalid(fmt.Sprintf("path %q: want a file inside /workspace", rel)))
 	}
 	a, err := h.readArtifact(ctx, c.actor, box, rel, maxArtifactBytes)

@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sbx.dev/sbx/fleet"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // loginShell is attach's default: bash when the image has it, else sh.
@@ -28,7 +27,7 @@ func execUser(root bool) string {
 	if root {
 		return ""
 	}
-	return agent.AgentUser
+	return fleet.AgentUser
 }
 
 const rootUsage = "run as root instead of the box's unprivileged agent user (audited)"
@@ -52,7 +51,7 @@ func (c *call) attachCmd() *cobra.Command {
 			if argv == nil {
 				argv = loginShell
 			}
-			req := agent.ExecRequest{Argv: argv, TTY: true, User: execUser(root),
+			req := fleet.ExecRequest{Argv: argv, TTY: true, User: execUser(root),
 				Rows: clampWin(pty.Window.Height), Cols: clampWin(pty.Window.Width)}
 			if pty.Term != "" {
 				req.Env = []string{"TERM=" + pty.Term}
@@ -79,7 +78,7 @@ func (c *call) execCmd() *cobra.Command {
 			if argv == nil {
 				return fmt.Errorf("exec: no command after the box: %w", fleet.ErrInvalid)
 			}
-			return c.runProcess(cmd, args[0], agent.ExecRequest{Argv: argv, User: execUser(root)})
+			return c.runProcess(cmd, args[0], fleet.ExecRequest{Argv: argv, User: execUser(root)})
 		},
 	}
 	cmd.Flags().BoolVar(&root, "root", false, rootUsage)
@@ -108,7 +107,7 @@ func clampWin(n int) uint16 {
 // runProcess starts req in box and connects it to the session: stdin in,
 // stdout (stderr without a TTY) out through the raw channel, window
 // changes and signals forwarded, the exit status returned to the client.
-func (c *call) runProcess(cmd *cobra.Command, box string, req agent.ExecRequest) error {
+func (c *call) runProcess(cmd *cobra.Command, box string, req fleet.ExecRequest) error {
 	f, err := c.fleet()
 	if err != nil {
 		return err
@@ -196,7 +195,7 @@ var sshSignals = map[ssh.Signal]syscall.Signal{
 
 // exitCode is a process's status as a shell reports it: 128+n when signal
 // n killed it.
-func exitCode(st agent.ExitStatus) int {
+func exitCode(st fleet.ExitStatus) int {
 	if st.Code >= 0 {
 		return st.Code
 	}

@@ -279,15 +279,15 @@ func TestSFTPErr(t *testing.T) {
 
 func TestExitCode(t *testing.T) {
 	for _, c := range []struct {
-		st   agent.ExitStatus
+		st   fleet.ExitStatus
 		want int
 	}{
-		{agent.ExitStatus{Code: 0}, 0},
-		{agent.ExitStatus{Code: 3}, 3},
-		{agent.ExitStatus{Code: -1, Signal: "SIGINT"}, 130},
-		{agent.ExitStatus{Code: -1, Signal: "SIGKILL"}, 137},
-		{agent.ExitStatus{Code: -1, Signal: "terminated"}, 143},
-		{agent.ExitStatus{Code: -1, Signal: "?"}, 255},
+		{fleet.ExitStatus{Code: 0}, 0},
+		{fleet.ExitStatus{Code: 3}, 3},
+		{fleet.ExitStatus{Code: -1, Signal: "SIGINT"}, 130},
+		{fleet.ExitStatus{Code: -1, Signal: "SIGKILL"}, 137},
+		{fleet.ExitStatus{Code: -1, Signal: "terminated"}, 143},
+		{fleet.ExitStatus{Code: -1, Signal: "?"}, 255},
 	} {
 		if got := exitCode(c.st); got != c.want {
 			t.Errorf("exitCode(%+v) = %d, want %d", c.st, got, c.want)

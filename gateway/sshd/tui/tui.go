@@ -21,7 +21,6 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/internal/termtext"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm"
 )
 
 // Options is one TUI session.
@@ -108,7 +107,7 @@ type (
 	}
 	eventMsg   struct{ ev fleet.Event }
 	eventsDone struct{}
-	statsMsg   map[string]vm.Stats
+	statsMsg   map[string]fleet.Stats
 	logMsg     struct {
 		gen  int
 		text string
@@ -145,7 +144,7 @@ type model struct {
 	mode   mode
 	prev   mode // where confirm/answer/help return to
 	boxes  map[string]fleet.Box
-	stats  map[string]vm.Stats
+	stats  map[string]fleet.Stats
 	order  []string // names shown, after sort and filter
 	cursor int
 	sortBy int
@@ -181,7 +180,7 @@ const tailBytes = 64 << 10
 
 func newModel(ctx context.Context, o Options) *model {
 	m := &model{ctx: ctx, o: o, w: max(o.Width, 20), h: max(o.Height, 5),
-		boxes: map[string]fleet.Box{}, stats: map[string]vm.Stats{}}
+		boxes: map[string]fleet.Box{}, stats: map[string]fleet.Stats{}}
 	m.events = o.Fleet.Events(ctx, o.Caller)
 	m.form = newForm()
 	return m
