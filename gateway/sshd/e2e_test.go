@@ -417,3 +417,19 @@ func TestRegressionIdleTimeoutCutsFollow(t *testing.T) {
 		t.Fatalf("logs -f printed %q", fo.String())
 	}
 }
+
+// TestNewSetupFromStdin: `new --setup -` reads the operator's setup script
+// from ssh's stdin; it runs as root before the agent, its output in logs.
+func TestNewSetupFromStdin(t *testing.T) {
+	g := newGateway(t)
+	r := g.run("alice", "echo set up by $(id -un)\n", "new", "--agent", "script", "--setup", "-", `"!say agent here"`)
+	name := strings.TrimSpace(r.stdout)
+	if r.code != 0 || name == "" {
+		t.Fatalf("new --setup -: %+v", r)
+	}
+	g.waitState("alice", name, fleet.Done)
+	out := g.must("alice", "logs", name)
+	if !strings.Contains(out, "set up by root") || strings.Index(out, "set up by root") > strings.Index(out, "agent here") {
+		t.Errorf("logs: the setup's output before the agent's, want:\n%s", out)
+	}
+}
