@@ -77,7 +77,10 @@ func TestEveryToolOnARealBox(t *testing.T) {
 		"!say done",
 	}, "\n")
 	params := &sdk.CallToolParams{Name: "delegate", Arguments: map[string]any{
-		"task": script, "agent": "script", "repos": []map[string]any{{"repo": "acme/widget"}}}}
+		"task": script, "agent": "script", "repos": []map[string]any{{"repo": "acme/widget"}},
+		// The operator's root setup step; its output (secret and all) goes
+		// to the log, redacted like the agent's.
+		"setup": "echo set up by $(id -un) with " + f.secret}}
 	params.SetProgressToken("delegate-1")
 	res, err := sl.CallTool(context.Background(), params)
 	if err != nil {
@@ -120,6 +123,9 @@ func TestEveryToolOnARealBox(t *testing.T) {
 	// watch pages through the log and resumes from next_offset.
 	w := out[LogOut](t, call(t, alice, "watch", map[string]any{"box": box}))
 	redacted := "starting with ghp_…" + f.secret[len(f.secret)-4:]
+	if !strings.Contains(w.Text, "set up by root with ghp_…") {
+		t.Errorf("watch: the setup step's output is not in the log, redacted: %q", w.Text)
+	}
 	if !strings.Contains(w.Text, "question: Which word") || w.NextOffset <= 0 || strings.Contains(w.Text, f.secret) || !strings.Contains(w.Text, redacted) {
 		t.Fatalf("watch: %+v", w)
 	}
