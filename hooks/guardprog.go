@@ -129,7 +129,7 @@ func (s *gstate) argChecks(base string, rest []string) {
 	reader := isReader(base, rest)
 	for _, a := range rest {
 		plain := stripEnv(a)
-		s.netPath(plain)
+		s.specialPath(plain)
 		// A secret's name is only text to a network tool (gh pr create
 		// --body "uses GITHUB_TOKEN"); elsewhere (printenv NAME, grep NAME
 		// .env) it may turn into the value.
@@ -149,7 +149,7 @@ func (s *gstate) argChecks(base string, rest []string) {
 			continue
 		}
 		for _, c := range pathCandidates(plain) {
-			s.netPath(c)
+			s.specialPath(c)
 			s.taintedIn(c, treeReaders[base])
 			if !metaPrograms[base] && !networkTools[base] && s.holdsSecrets(c) {
 				if recursiveReader(base, rest) {

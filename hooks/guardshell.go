@@ -690,7 +690,7 @@ func (s *gstate) redirect(r *syntax.Redirect, in *stdin) {
 }
 
 func (s *gstate) inFile(p string) {
-	s.netPath(p)
+	s.specialPath(p)
 	s.taintedMention(p)
 	if why := s.readCheck(p); why != "" {
 		s.fail("reading %s: %s", printable(p), why)
@@ -698,7 +698,7 @@ func (s *gstate) inFile(p string) {
 }
 
 func (s *gstate) outFile(p string, r *syntax.Redirect) {
-	s.netPath(p)
+	s.specialPath(p)
 	if outputSinks[p] || strings.HasPrefix(p, "/dev/fd/") {
 		return
 	}
@@ -712,9 +712,10 @@ func (s *gstate) outFile(p string, r *syntax.Redirect) {
 	}
 }
 
-// netPath notes bash's /dev/tcp and /dev/udp network files, and the
-// environment of a process.
-func (s *gstate) netPath(p string) {
+// specialPath judges the paths that are not files: bash's /dev/tcp and
+// /dev/udp network files, and /proc's view of processes (an environment
+// is a source; another process's is off limits).
+func (s *gstate) specialPath(p string) {
 	if strings.Contains(p, "/dev/tcp/") || strings.Contains(p, "/dev/udp/") {
 		s.fact(&s.network, "bash network redirection "+printable(p))
 	}
