@@ -13,7 +13,7 @@ import (
 func TestFailedMigrationLeavesNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sbx.db")
 	s := open(t, path)
-	ms, err := migrations()
+	ms, err := s.d.migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
