@@ -34,7 +34,8 @@ func (s *Store) CreateLoginLink(ctx context.Context, user string, hash []byte, c
 }
 
 // UseLoginLink spends the link: one UPDATE marks it used only if it is
-// unused and unexpired, so two browsers racing for one link get one session.
+// unused and unexpired, so two browsers racing for one link (even through
+// two gateways) get one session.
 func (s *Store) UseLoginLink(ctx context.Context, hash []byte, now time.Time) (keys.User, error) {
 	var u keys.User
 	err := s.update(ctx, func(tx conn) error {

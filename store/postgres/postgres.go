@@ -18,10 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/fleet"
-	"sbx.dev/sbx/fleet/accounts"
-	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
 )
 
@@ -33,14 +29,6 @@ type Store struct {
 	// leasePurge is when this Store last purged old leases (UnixNano).
 	leasePurge atomic.Int64
 }
-
-var (
-	_ keys.Store     = (*Store)(nil)
-	_ keys.WebStore  = (*Store)(nil)
-	_ audit.Store    = (*Store)(nil)
-	_ accounts.Store = (*Store)(nil)
-	_ fleet.Store    = (*Store)(nil)
-)
 
 // lockLeases serialises creating the leases table (pg_advisory_xact_lock
 // takes a bigint; the store's own locks are 0x5b5_0001 and 0x5b5_0002).
