@@ -10,12 +10,13 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm"
 )
 
 // TestExplainByKind: a tool error says what to do next by the error's kind,
-// whichever layer made it, and keeps the error's own message in front.
+// whichever layer made it (a sentinel of errkind.New stands for vm's, which
+// fronts do not import), and keeps the error's own message in front.
 func TestExplainByKind(t *testing.T) {
 	for _, tc := range []struct {
 		err    error
@@ -23,18 +24,18 @@ func TestExplainByKind(t *testing.T) {
 		result string
 	}{
 		{fmt.Errorf("box %q: %w", "b", fleet.ErrNotFound), "call list to see your boxes", audit.ResultError},
-		{fmt.Errorf("box %q: %w", "b", vm.ErrNotFound), "call list to see your boxes", audit.ResultError},
+		{fmt.Errorf("box %q: %w", "b", errkind.New(errkind.NotFound, "no such box")), "call list to see your boxes", audit.ResultError},
 		{fmt.Errorf("%w: %w", fleet.ErrNotFound, fs.ErrNotExist), "call list_artifacts", audit.ResultError},
 		{fmt.Errorf("task: %w", fleet.ErrInvalid), "Fix the argument", audit.ResultError},
 		{fmt.Errorf("repo: %w", keys.ErrInvalid), "Fix the argument", audit.ResultError},
 		{fmt.Errorf("max boxes: %w", fleet.ErrLimit), "Tear down (teardown) or sleep boxes", audit.ResultDenied},
-		{fmt.Errorf("%w: %w", fleet.ErrLimit, vm.ErrLimit), "Tear down (teardown) or sleep boxes", audit.ResultDenied},
+		{fmt.Errorf("%w: %w", fleet.ErrLimit, errkind.New(errkind.Limit, "host limit reached")), "Tear down (teardown) or sleep boxes", audit.ResultDenied},
 		{fmt.Errorf("answer: %w", fleet.ErrConflict), "call status to see its state", audit.ResultError},
-		{fmt.Errorf("box %q: %w", "b", vm.ErrState), "call status to see its state", audit.ResultError},
+		{fmt.Errorf("box %q: %w", "b", errkind.New(errkind.Conflict, "wrong box state")), "call status to see its state", audit.ResultError},
 		{fmt.Errorf("pool: %w", fleet.ErrForbidden), "ask an admin", audit.ResultDenied},
 		{fmt.Errorf("accounts: %w", keys.ErrForbidden), "ask an admin", audit.ResultDenied},
 		{fmt.Errorf("clone: %w", fleet.ErrUnavailable), "A dependency failed", audit.ResultError},
-		{vm.ErrClosed, "A dependency failed", audit.ResultError},
+		{errkind.New(errkind.Unavailable, "manager closed"), "A dependency failed", audit.ResultError},
 		{fmt.Errorf("run: %w", context.DeadlineExceeded), "Retry; for a long run", audit.ResultError},
 		{errors.New("disk on fire"), "Retry later", audit.ResultError},
 	} {

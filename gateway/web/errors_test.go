@@ -14,12 +14,13 @@ import (
 	"testing"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/vm"
 )
 
 // TestFailAnswersByKind: the API and the console answer every layer's
-// errors by kind, with the error's own message; an error of no kind is 500
+// errors by kind (a sentinel of errkind.New stands for vm's, which fronts do
+// not import), with the error's own message; an error of no kind is 500
 // "internal error", logged and not shown.
 func TestFailAnswersByKind(t *testing.T) {
 	for _, tc := range []struct {
@@ -28,7 +29,7 @@ func TestFailAnswersByKind(t *testing.T) {
 	}{
 		{fmt.Errorf("box %q: %w", "b", fleet.ErrNotFound), http.StatusNotFound},
 		{fmt.Errorf("user %q: %w", "u", keys.ErrNotFound), http.StatusNotFound},
-		{fmt.Errorf("box %q: %w", "b", vm.ErrNotFound), http.StatusNotFound},
+		{fmt.Errorf("box %q: %w", "b", errkind.New(errkind.NotFound, "no such box")), http.StatusNotFound},
 		{fmt.Errorf("task: empty: %w", fleet.ErrInvalid), http.StatusBadRequest},
 		{fmt.Errorf("role %q: %w", "x", keys.ErrInvalid), http.StatusBadRequest},
 		{fmt.Errorf("pool: %w", fleet.ErrForbidden), http.StatusForbidden},
@@ -38,11 +39,11 @@ func TestFailAnswersByKind(t *testing.T) {
 		{fmt.Errorf("user %q: %w", "u", keys.ErrDisabled), http.StatusForbidden},
 		{fmt.Errorf("answer: %w", fleet.ErrConflict), http.StatusConflict},
 		{fmt.Errorf("user %q: %w", "u", keys.ErrExists), http.StatusConflict},
-		{fmt.Errorf("box %q: %w: it is sleeping", "b", vm.ErrState), http.StatusConflict},
+		{fmt.Errorf("box %q: %w: it is sleeping", "b", errkind.New(errkind.Conflict, "wrong box state")), http.StatusConflict},
 		{fmt.Errorf("max boxes: %w", fleet.ErrLimit), http.StatusTooManyRequests},
-		{fmt.Errorf("%w: %w", fleet.ErrLimit, vm.ErrLimit), http.StatusTooManyRequests},
+		{fmt.Errorf("%w: %w", fleet.ErrLimit, errkind.New(errkind.Limit, "host limit reached")), http.StatusTooManyRequests},
 		{fmt.Errorf("git host: %w", fleet.ErrUnavailable), http.StatusServiceUnavailable},
-		{vm.ErrClosed, http.StatusServiceUnavailable},
+		{errkind.New(errkind.Unavailable, "manager closed"), http.StatusServiceUnavailable},
 	} {
 		for _, page := range []bool{false, true} {
 			code, body, logged := failWith(t, page, tc.err)
