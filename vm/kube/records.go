@@ -46,9 +46,9 @@ func (b *Backend) Records(ctx context.Context, f vm.Follower, once vm.Once) (vm.
 	// The claims carry the records: every change of one is a possible
 	// state change, wherever it was made. Pods tell of crashes.
 	if _, err := b.claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.onClaim,
-		UpdateFunc: func(_, o any) { r.onClaim(o) },
-		DeleteFunc: r.onClaimGone,
+		AddFunc:    func(o any) { r.onClaim(o, false) },
+		UpdateFunc: func(_, o any) { r.onClaim(o, false) },
+		DeleteFunc: func(o any) { r.onClaim(o, true) },
 	}); err != nil {
 		return nil, fmt.Errorf("kubernetes records: %w", err)
 	}
@@ -99,15 +99,30 @@ func recordOf(o any) (vm.Box, bool) {
 	return box, true
 }
 
-func (r *records) onClaim(o any) {
+// onClaim follows a claim's record: a changed state is an event, a claim
+// gone is the box destroyed (wherever that was done).
+func (r *records) onClaim(o any, gone bool) {
 	box, ok := recordOf(o)
 	if !ok {
 		return
 	}
 	r.mu.Lock()
 	prev, had := r.seen[box.Name]
-	r.seen[box.Name] = box
+	if gone {
+		delete(r.seen, box.Name)
+		delete(r.mine, box.Name)
+		delete(r.watched, box.Name)
+	} else {
+		r.seen[box.Name] = box
+	}
 	r.mu.Unlock()
+	if gone {
+		r.f.Forget(box.Name)
+		if had {
+			r.f.Emit(vm.Event{Box: box.Name, From: prev.State, To: vm.Destroyed, At: time.Now().UTC()})
+		}
+		return
+	}
 	r.f.Arm(box)
 	// The first sight of a box not being created is the watch listing
 	// what exists (at start), not a change.
@@ -116,23 +131,6 @@ func (r *records) onClaim(o any) {
 	}
 	if box.State == vm.Running {
 		r.watchPod(box.Name)
-	}
-}
-
-func (r *records) onClaimGone(o any) {
-	box, ok := recordOf(o)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	prev, had := r.seen[box.Name]
-	delete(r.seen, box.Name)
-	delete(r.mine, box.Name)
-	delete(r.watched, box.Name)
-	r.mu.Unlock()
-	r.f.Forget(box.Name)
-	if had {
-		r.f.Emit(vm.Event{Box: box.Name, From: prev.State, To: vm.Destroyed, At: time.Now().UTC()})
 	}
 }
 
