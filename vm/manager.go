@@ -630,6 +630,9 @@ func (f follower) Forget(name string) {
 			e.timer = nil
 		}
 		c, e.client = e.client, nil
+		if e.creating == 0 {
+			delete(m.boxes, name) // an operation waiting for it finds the box gone
+		}
 	}
 	m.mu.Unlock()
 	if c != nil {
