@@ -37,7 +37,7 @@ type core struct {
 	why string
 }
 
-// machines is vm.Manager on one host, kube.Machines on a cluster.
+// machines is the vm.Manager, whichever backend runs the boxes.
 type machines interface {
 	fleet.Machines
 	Close() error
@@ -84,7 +84,7 @@ func (s *Server) startCore(ctx context.Context) error {
 	// exists before the backend watches its boxes.
 	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, private, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
 	s.core.net.fleet = s.core.ready.Load
-	be, err := s.backend(ctx)
+	vc, err := s.backend(ctx)
 	if err != nil {
 		s.core.why = fmt.Sprintf("boxes are unavailable on this host: %v (run `sbx doctor`)", err)
 		if s.cfg.VM.Backend == "kubernetes" {
@@ -94,36 +94,26 @@ func (s *Server) startCore(ctx context.Context) error {
 		return nil
 	}
 	var id string
-	if kb, ok := be.(*kube.Backend); ok {
-		// Every gateway of a cluster sees every box: their state lives on
-		// the cluster, and what all notice is done by the lease holder.
-		var once func(context.Context, string, time.Duration) bool
-		if s.shared != nil {
-			id = gatewayID()
-			once = func(ctx context.Context, key string, ttl time.Duration) bool {
-				ok, err := s.shared.TryLease(ctx, key, id, ttl)
-				if err != nil {
-					s.log.Warn("lease", "lease", key, "err", err)
-				}
-				return ok && err == nil
+	if s.shared != nil {
+		// What every gateway sharing the records notices (a cluster's boxes)
+		// is done by the lease holder.
+		id = gatewayID()
+		vc.Once = func(ctx context.Context, key string, ttl time.Duration) bool {
+			ok, err := s.shared.TryLease(ctx, key, id, ttl)
+			if err != nil {
+				s.log.Warn("lease", "lease", key, "err", err)
 			}
+			return ok && err == nil
 		}
-		s.core.vm, err = kube.NewMachines(ctx, kb, kube.MachinesConfig{Once: once, Logger: s.log.With("part", "vm")})
-	} else {
-		s.core.vm, err = vm.New(ctx, vm.Config{
-			Backend: be, MaxBoxes: s.cfg.VM.MaxBoxes, MaxMemoryMiB: s.cfg.VM.MaxMemoryMiB,
-			Logger: s.log.With("part", "vm"),
-		})
 	}
+	vc.Logger = s.log.With("part", "vm")
+	s.core.vm, err = vm.New(ctx, vc)
 	if err != nil {
-		_ = be.Close()
+		_ = vc.Backend.Close()
 		return fmt.Errorf("vm manager: %w", err)
 	}
 	var cluster fleet.Cluster
 	if s.shared != nil {
-		if id == "" {
-			id = gatewayID()
-		}
 		cluster = s.shared
 	}
 	fc := s.cfg.Fleet
@@ -151,19 +141,29 @@ func (s *Server) startCore(ctx context.Context) error {
 	return nil
 }
 
-// backend is the machines' backend vm.backend names.
-func (s *Server) backend(ctx context.Context) (vm.Backend, error) {
+// backend is the machines' backend vm.backend names, with the caps the
+// manager keeps: a QEMU host's own; a cluster's namespace quota holds them
+// for every gateway, so its manager keeps none.
+func (s *Server) backend(ctx context.Context) (vm.Config, error) {
 	log := s.log.With("part", "vm")
 	if s.cfg.VM.Backend != "kubernetes" {
-		return qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.guestBinary(), Logger: log})
+		be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.guestBinary(), Logger: log})
+		if err != nil {
+			return vm.Config{}, err
+		}
+		return vm.Config{Backend: be, MaxBoxes: s.cfg.VM.MaxBoxes, MaxMemoryMiB: s.cfg.VM.MaxMemoryMiB}, nil
 	}
 	k := s.cfg.VM.Kubernetes
-	return kube.New(ctx, kube.Config{
+	be, err := kube.New(ctx, kube.Config{
 		Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, RuntimeClass: k.RuntimeClass,
 		StorageClass: k.StorageClass, Image: k.Image, Logger: log,
 		MaxBoxes: s.cfg.VM.MaxBoxes, MaxMemoryMiB: s.cfg.VM.MaxMemoryMiB,
 		Egress: s.kubeEgress,
 	})
+	if err != nil {
+		return vm.Config{}, err
+	}
+	return vm.Config{Backend: be}, nil
 }
 
 // kubeEgress joins a box Pod's connection to this gateway's network path

@@ -12,10 +12,8 @@ import (
 	"sbx.dev/sbx/vm/agent"
 )
 
-// AgentOps is what a box manager does through a box's agent once it has a
-// live client for it: the one copy of these calls for vm.Manager (one host)
-// and kube.Machines (a cluster), which differ only in how they find and
-// keep that client.
+// AgentOps is what the Manager does through a box's agent once it has a
+// live client for it.
 type AgentOps struct {
 	// Client returns a live agent client for a running box, or why not.
 	Client func(ctx context.Context, name string) (*agent.Client, error)

@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// EventHub fans box state changes out to subscribers, for vm.Manager and
-// the Kubernetes backend's Machines. Each subscriber has a buffer of 256
+// EventHub fans box state changes out to a Manager's subscribers. Each subscriber has a buffer of 256
 // events; one that falls further behind loses the surplus (logged), never
 // the emitter.
 type EventHub struct {

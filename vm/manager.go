@@ -16,7 +16,9 @@ import (
 type Config struct {
 	Backend Backend
 	// MaxBoxes caps boxes that hold a machine or may wake into one
-	// (creating, running, sleeping).
+	// (creating, running, sleeping) among the backend's records. A backend
+	// whose cluster holds the caps for every gateway (Kubernetes: the
+	// namespace's quota) gets none here.
 	MaxBoxes int
 	// MaxMemoryMiB caps the sum of those boxes' guest memory.
 	MaxMemoryMiB int
@@ -25,21 +27,29 @@ type Config struct {
 	Defaults Spec
 	// BootTimeout bounds a boot or wake until the agent answers (default 60 s).
 	BootTimeout time.Duration
-	Logger      *slog.Logger
+	// Once is the cluster's lease, for records every gateway shares: only
+	// the gateway it says yes to acts on a timer or a crash they all see.
+	// Records that are this host's own never ask. nil: always act.
+	Once   Once
+	Logger *slog.Logger
 }
 
-// Manager owns the boxes of one host. It checks names, caps and states and
-// leaves machines to its Backend. Safe for concurrent use; operations on
-// one box are serialised.
+// Manager owns the boxes its backend's records hold. It checks names, caps
+// and states, and leaves machines to the Backend's Driver and records to
+// its Records. Safe for concurrent use; this gateway's operations on one
+// box are serialised (gateways sharing records do not lock each other out:
+// the fleet above takes a lease where that matters).
 type Manager struct {
 	// AgentOps: Exec, the file calls and Watch, through agent.
 	AgentOps
 
 	backend Backend
+	records Records
 	cfg     Config
 	log     *slog.Logger
 	ctx     context.Context // ends at Close: stops watchers and timers
 	cancel  context.CancelFunc
+	started chan struct{} // closed once records is set
 	wg      sync.WaitGroup
 	events  *EventHub
 
@@ -48,23 +58,27 @@ type Manager struct {
 	closed bool
 }
 
+// entry is what this gateway holds for one box besides its record.
 type entry struct {
 	op sync.Mutex // held for a whole lifecycle operation
 
 	// guarded by Manager.mu
-	box    Box
-	gen    int // bumped at every machine launch; stale watchers see a newer one
-	timer  *time.Timer
-	client *agent.Client
+	creating int // memory of a box being created, not in the records yet
+	timer    *time.Timer
+	client   *agent.Client
 }
 
-// New starts a Manager over cfg.Backend and re-adopts the boxes it holds.
+// New starts a Manager over cfg.Backend and re-adopts the boxes its
+// records hold.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("vm manager: no backend")
 	}
 	if cfg.BootTimeout <= 0 {
 		cfg.BootTimeout = 60 * time.Second
+	}
+	if cfg.Once == nil {
+		cfg.Once = func(context.Context, string, time.Duration) bool { return true }
 	}
 	cfg.Defaults = cfg.Defaults.WithDefaults(BuiltinDefaults())
 	log := cfg.Logger
@@ -73,45 +87,46 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{backend: cfg.Backend, cfg: cfg, log: log, ctx: mctx, cancel: cancel,
-		boxes: map[string]*entry{}, events: NewEventHub(log)}
+		started: make(chan struct{}), boxes: map[string]*entry{}, events: NewEventHub(log)}
 	m.AgentOps = AgentOps{Client: m.agent}
-	boxes, err := cfg.Backend.Recover(ctx)
+	records, err := cfg.Backend.Records(ctx, follower{m}, cfg.Once)
 	if err != nil {
 		cancel()
+		m.wg.Wait()
+		m.events.Close()
 		return nil, fmt.Errorf("vm manager: recover boxes: %w", err)
 	}
-	for _, b := range boxes {
-		e := &entry{box: b}
-		m.boxes[b.Name] = e
-		switch b.State {
-		case Running:
-			m.watch(b.Name, e)
-		case Creating:
-			// Provisioned but not running; a machine left booting when the
-			// gateway stopped is ended so Start begins clean.
-			if err := cfg.Backend.Kill(ctx, b.Name); err != nil {
-				log.Warn("recover: end half-booted box", "box", b.Name, "err", err)
-			}
-		}
-		m.arm(b.Name, e)
-		log.Info("recover: box", "box", b.Name, "state", b.State, "reason", b.Reason)
-	}
+	m.records = records
+	close(m.started)
 	return m, nil
 }
 
-func (m *Manager) specDefaults(s Spec) Spec { return s.WithDefaults(m.cfg.Defaults) }
+// ready reports false when the Manager closed before its records started.
+func (m *Manager) ready() bool {
+	select {
+	case <-m.started:
+		return true
+	case <-m.ctx.Done():
+		return false
+	}
+}
 
-// holdsMachine reports whether a box counts against the host caps.
+// holdsMachine reports whether a box counts against the caps.
 func holdsMachine(s State) bool { return s == Creating || s == Running || s == Sleeping }
 
 // checkCapsLocked refuses a box of memMiB when a cap would be passed.
-// except names a box already counted (a failed box restarting is not).
 func (m *Manager) checkCapsLocked(memMiB int) error {
 	n, mem := 0, 0
-	for _, e := range m.boxes {
-		if holdsMachine(e.box.State) {
+	for _, b := range m.records.List() {
+		if holdsMachine(b.State) {
 			n++
-			mem += e.box.Spec.MemoryMiB
+			mem += b.Spec.MemoryMiB
+		}
+	}
+	for _, e := range m.boxes {
+		if e.creating > 0 {
+			n++
+			mem += e.creating
 		}
 	}
 	if m.cfg.MaxBoxes > 0 && n+1 > m.cfg.MaxBoxes {
@@ -124,12 +139,22 @@ func (m *Manager) checkCapsLocked(memMiB int) error {
 	return nil
 }
 
+// entryLocked returns the box's entry, making one.
+func (m *Manager) entryLocked(name string) *entry {
+	e := m.boxes[name]
+	if e == nil {
+		e = &entry{}
+		m.boxes[name] = e
+	}
+	return e
+}
+
 // Create provisions a box (disks, record) in state creating; Start boots it.
 func (m *Manager) Create(ctx context.Context, name string, spec Spec) (Box, error) {
 	if err := ValidName(name); err != nil {
 		return Box{}, err
 	}
-	spec = m.specDefaults(spec)
+	spec = spec.WithDefaults(m.cfg.Defaults)
 	if err := spec.CheckSize(name); err != nil {
 		return Box{}, err
 	}
@@ -139,13 +164,14 @@ func (m *Manager) Create(ctx context.Context, name string, spec Spec) (Box, erro
 		}
 	}
 	now := time.Now().UTC()
-	e := &entry{box: Box{Name: name, Spec: spec, State: Creating, Created: now, Updated: now}}
+	box := Box{Name: name, Spec: spec, State: Creating, Created: now, Updated: now}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return Box{}, ErrClosed
 	}
-	if m.boxes[name] != nil {
+	e := m.entryLocked(name)
+	if _, ok := m.records.Get(name); ok || e.creating > 0 {
 		m.mu.Unlock()
 		return Box{}, fmt.Errorf("box %q: %w", name, ErrExists)
 	}
@@ -153,113 +179,142 @@ func (m *Manager) Create(ctx context.Context, name string, spec Spec) (Box, erro
 		m.mu.Unlock()
 		return Box{}, fmt.Errorf("box %q refused: %w", name, err)
 	}
-	m.boxes[name] = e
-	e.op.Lock()
+	e.creating = spec.MemoryMiB
 	m.mu.Unlock()
+	e.op.Lock()
 	defer e.op.Unlock()
-	if err := m.backend.Create(ctx, e.box); err != nil {
-		m.mu.Lock()
-		delete(m.boxes, name)
-		m.mu.Unlock()
+	err := m.backend.Create(ctx, box)
+	m.mu.Lock()
+	if err == nil {
+		// With the reservation dropped at once, a cap never counts it twice.
+		m.records.Created(box)
+	}
+	e.creating = 0
+	m.mu.Unlock()
+	if err != nil {
 		return Box{}, fmt.Errorf("create box %q: %w", name, err)
 	}
-	m.emit(Event{Box: name, To: Creating})
-	return e.box, nil
+	return box, nil
 }
 
-// lock finds a box and takes its operation lock.
-func (m *Manager) lock(name string) (*entry, error) {
+// lock takes the box's operation lock and reads the record it acts on;
+// the caller unlocks e.op when err is nil.
+func (m *Manager) lock(ctx context.Context, name string) (*entry, Box, error) {
 	if err := ValidName(name); err != nil {
-		return nil, err
+		return nil, Box{}, err
 	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return nil, ErrClosed
+		return nil, Box{}, ErrClosed
 	}
-	e := m.boxes[name]
+	e := m.entryLocked(name)
 	m.mu.Unlock()
-	if e == nil {
-		return nil, fmt.Errorf("box %q: %w", name, ErrNotFound)
-	}
 	e.op.Lock()
 	m.mu.Lock()
 	gone := m.boxes[name] != e
 	m.mu.Unlock()
 	if gone {
 		e.op.Unlock()
-		return nil, fmt.Errorf("box %q: %w", name, ErrNotFound)
+		return nil, Box{}, fmt.Errorf("box %q: %w", name, ErrNotFound)
 	}
-	return e, nil
+	box, err := m.records.Fresh(ctx, name)
+	if err != nil {
+		m.mu.Lock()
+		if m.boxes[name] == e && e.creating == 0 && e.timer == nil && e.client == nil {
+			delete(m.boxes, name) // a name looked up, not a box
+		}
+		m.mu.Unlock()
+		e.op.Unlock()
+		return nil, Box{}, err
+	}
+	return e, box, nil
 }
 
-// setState records a transition, persists it and tells subscribers.
-func (m *Manager) setState(e *entry, to State, note string) {
-	m.mu.Lock()
-	from := e.box.State
-	e.box.State = to
-	e.box.Reason = note
-	e.box.Updated = time.Now().UTC()
-	b := e.box
-	m.mu.Unlock()
-	if to != Destroyed {
-		if err := m.backend.Save(m.ctx, b); err != nil {
-			m.log.Error("save box record", "box", b.Name, "err", err)
-		}
+// save records box's transition to state to (with note) and returns the
+// new record; the records publish it.
+func (m *Manager) save(box Box, to State, note string) Box {
+	from := box.State
+	box.State, box.Reason, box.Updated = to, note, time.Now().UTC()
+	if err := m.records.Save(m.ctx, from, box); err != nil {
+		m.log.Error("save box record", "box", box.Name, "err", err)
 	}
 	if to == Failed {
-		m.log.Warn("box failed", "box", b.Name, "from", from, "reason", note)
+		m.log.Warn("box failed", "box", box.Name, "from", from, "reason", note)
 	} else {
-		m.log.Info("box state", "box", b.Name, "from", from, "to", to, "note", note)
+		m.log.Info("box state", "box", box.Name, "from", from, "to", to, "note", note)
 	}
-	m.emit(Event{Box: b.Name, From: from, To: to, Note: note, At: b.Updated})
+	m.arm(box)
+	return box
+}
+
+// bootStep is one named step of bringing a machine up (model: the named
+// handlers of firecracker-go-sdk); fail prefixes the box's Reason when the
+// step fails.
+type bootStep struct {
+	fail string
+	run  func(ctx context.Context) error
+}
+
+// bootSteps are a start's or a wake's steps: launch the machine, follow
+// it, and wait for its agent, killing a machine that never answered.
+func (m *Manager) bootSteps(e *entry, name, launchFail string, launch func(context.Context) error, readyFail string) []bootStep {
+	return []bootStep{
+		{launchFail, launch},
+		{readyFail, func(context.Context) error { m.records.Launched(name); return nil }},
+		{readyFail, func(ctx context.Context) error {
+			err := m.readyAgent(ctx, name, e)
+			if err != nil {
+				err = m.whyDown(ctx, name, err)
+				m.backend.Kill(context.WithoutCancel(ctx), name)
+			}
+			return err
+		}},
+	}
+}
+
+// boot runs steps in order; the first that fails fails the box.
+func (m *Manager) boot(ctx context.Context, op string, box Box, steps []bootStep) (Box, error) {
+	for _, s := range steps {
+		if err := s.run(ctx); err != nil {
+			return m.save(box, Failed, s.fail+": "+err.Error()), fmt.Errorf("%s box %q: %w", op, box.Name, err)
+		}
+	}
+	return box, nil
 }
 
 // Start cold-boots a created (or failed) box and returns once its agent
 // answers.
 func (m *Manager) Start(ctx context.Context, name string) (Box, error) {
-	e, err := m.lock(name)
+	e, box, err := m.lock(ctx, name)
 	if err != nil {
 		return Box{}, err
 	}
 	defer e.op.Unlock()
-	m.mu.Lock()
-	st := e.box.State
-	if st == Failed {
-		if err := m.checkCapsLocked(e.box.Spec.MemoryMiB); err != nil {
-			m.mu.Unlock()
+	switch box.State {
+	case Creating:
+	case Failed:
+		m.mu.Lock()
+		err := m.checkCapsLocked(box.Spec.MemoryMiB)
+		m.mu.Unlock()
+		if err != nil {
 			return Box{}, fmt.Errorf("box %q refused: %w", name, err)
 		}
-	}
-	m.mu.Unlock()
-	if st != Creating && st != Failed {
-		return Box{}, fmt.Errorf("start box %q: %w: it is %s", name, ErrState, st)
-	}
-	if st == Failed {
-		if !e.box.Deadline().IsZero() && time.Now().After(e.box.Deadline()) {
-			return Box{}, fmt.Errorf("start box %q: %w: max duration %v is over", name, ErrState, e.box.Spec.MaxDuration)
+		if dl := box.Deadline(); !dl.IsZero() && time.Now().After(dl) {
+			return Box{}, fmt.Errorf("start box %q: %w: max duration %v is over", name, ErrState, box.Spec.MaxDuration)
 		}
-		m.setState(e, Creating, "restart")
+		box = m.save(box, Creating, "restart")
+	default:
+		return Box{}, fmt.Errorf("start box %q: %w: it is %s", name, ErrState, box.State)
 	}
-	if err := m.backend.Start(ctx, name); err != nil {
-		m.setState(e, Failed, "start: "+err.Error())
-		return m.snapshot(e), fmt.Errorf("start box %q: %w", name, err)
+	launch := func(ctx context.Context) error { return m.backend.Start(ctx, name) }
+	if box, err = m.boot(ctx, "start", box, m.bootSteps(e, name, "start", launch, "boot")); err != nil {
+		return box, err
 	}
-	m.watch(name, e)
-	if err := m.ready(ctx, name, e); err != nil {
-		err = m.whyDown(ctx, name, err)
-		m.backend.Kill(context.WithoutCancel(ctx), name)
-		m.setState(e, Failed, "boot: "+err.Error())
-		return m.snapshot(e), fmt.Errorf("start box %q: %w", name, err)
+	if box.Started.IsZero() {
+		box.Started = time.Now().UTC()
 	}
-	m.mu.Lock()
-	if e.box.Started.IsZero() {
-		e.box.Started = time.Now().UTC()
-	}
-	m.mu.Unlock()
-	m.setState(e, Running, "")
-	m.arm(name, e)
-	return m.snapshot(e), nil
+	return m.save(box, Running, ""), nil
 }
 
 // whyDown adds the machine's own exit reason to an agent error when the
@@ -273,16 +328,10 @@ func (m *Manager) whyDown(ctx context.Context, name string, err error) error {
 	return err
 }
 
-func (m *Manager) snapshot(e *entry) Box {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return e.box
-}
-
-// ready waits for the agent of a just launched machine, then sets its
+// readyAgent waits for the agent of a just launched machine, then sets its
 // clock and reseeds its entropy (a restored snapshot has stale copies of
 // both).
-func (m *Manager) ready(ctx context.Context, name string, e *entry) error {
+func (m *Manager) readyAgent(ctx context.Context, name string, e *entry) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
 	defer cancel()
 	m.dropClient(e)
@@ -306,118 +355,133 @@ func (m *Manager) dropClient(e *entry) {
 	}
 }
 
-// watch marks the box failed if its current machine ends on its own.
-func (m *Manager) watch(name string, e *entry) {
+// watch fails the box if its machine ends on its own and is still the
+// box's current one; with shared records, one gateway records it.
+func (m *Manager) watch(name, machine string, stale func() bool) {
 	m.mu.Lock()
-	e.gen++
-	gen := e.gen
-	m.mu.Unlock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
 	m.wg.Add(1)
+	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
-		err := m.backend.Wait(m.ctx, name)
-		if err == nil || m.ctx.Err() != nil {
+		if !m.ready() {
 			return
 		}
-		e.op.Lock()
+		err := m.backend.Wait(m.ctx, name)
+		if err == nil || m.ctx.Err() != nil || stale() {
+			return
+		}
+		if !m.records.Once(m.ctx, "box/"+name+"/machine/"+machine, 10*time.Minute) {
+			return
+		}
+		e, box, lerr := m.lock(m.ctx, name)
+		if lerr != nil {
+			return
+		}
 		defer e.op.Unlock()
-		m.mu.Lock()
-		stale := e.gen != gen || m.boxes[name] != e || !(e.box.State == Running || e.box.State == Creating)
-		m.mu.Unlock()
-		if stale {
+		if stale() || box.State != Running && box.State != Creating {
 			return
 		}
 		m.dropClient(e)
-		m.setState(e, Failed, err.Error())
+		m.save(box, Failed, err.Error())
 	}()
 }
 
 // arm sets the max-duration timer from the box's first start, so the
 // limit holds across sleeps and gateway restarts.
-func (m *Manager) arm(name string, e *entry) {
+func (m *Manager) arm(box Box) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	dl := e.box.Deadline()
-	if dl.IsZero() || e.timer != nil || !holdsMachine(e.box.State) {
+	dl := box.Deadline()
+	if m.closed || dl.IsZero() || !holdsMachine(box.State) {
 		return
 	}
+	e := m.entryLocked(box.Name)
+	if e.timer != nil {
+		return
+	}
+	name := box.Name
 	e.timer = time.AfterFunc(time.Until(dl), func() { m.expire(name, e) })
 }
 
-func (m *Manager) expire(name string, e *entry) {
-	if m.ctx.Err() != nil {
+func (m *Manager) expire(name string, armed *entry) {
+	m.mu.Lock()
+	armed.timer = nil
+	m.mu.Unlock()
+	if m.ctx.Err() != nil || !m.ready() {
 		return
 	}
-	e.op.Lock()
+	box, err := m.records.Fresh(m.ctx, name)
+	if err != nil || !holdsMachine(box.State) {
+		return
+	}
+	// Keyed by the box's first start: a later box of the same name has its
+	// own.
+	if !m.records.Once(m.ctx, fmt.Sprintf("box/%s/max-duration/%d", name, box.Started.UnixNano()), 10*time.Minute) {
+		return
+	}
+	e, box, err := m.lock(m.ctx, name)
+	if err != nil {
+		return
+	}
 	defer e.op.Unlock()
-	m.mu.Lock()
-	live := m.boxes[name] == e && holdsMachine(e.box.State)
-	e.timer = nil
-	d := e.box.Spec.MaxDuration
-	m.mu.Unlock()
-	if !live {
+	if !holdsMachine(box.State) {
 		return
 	}
 	m.dropClient(e)
 	if err := m.backend.Kill(m.ctx, name); err != nil {
 		m.log.Error("max duration: kill", "box", name, "err", err)
 	}
-	m.setState(e, Failed, fmt.Sprintf("max duration %v reached", d))
+	m.save(box, Failed, fmt.Sprintf("max duration %v reached", box.Spec.MaxDuration))
 }
 
 // Sleep saves the box's memory, keeps its disk and ends its machine.
 func (m *Manager) Sleep(ctx context.Context, name string) (Box, error) {
-	e, err := m.lock(name)
+	e, box, err := m.lock(ctx, name)
 	if err != nil {
 		return Box{}, err
 	}
 	defer e.op.Unlock()
-	if st := m.snapshot(e).State; st != Running {
-		return Box{}, fmt.Errorf("sleep box %q: %w: it is %s", name, ErrState, st)
+	if box.State != Running {
+		return Box{}, fmt.Errorf("sleep box %q: %w: it is %s", name, ErrState, box.State)
 	}
 	m.dropClient(e)
 	if err := m.backend.Sleep(ctx, name); err != nil {
-		return m.snapshot(e), fmt.Errorf("sleep box %q: %w", name, err)
+		return box, fmt.Errorf("sleep box %q: %w", name, err)
 	}
-	m.setState(e, Sleeping, "")
-	return m.snapshot(e), nil
+	return m.save(box, Sleeping, ""), nil
 }
 
 // Wake brings a sleeping box back, from its memory snapshot when usable,
 // else by a cold boot on the same disk (the box's Reason and the event say
 // which).
 func (m *Manager) Wake(ctx context.Context, name string) (Box, error) {
-	e, err := m.lock(name)
+	e, box, err := m.lock(ctx, name)
 	if err != nil {
 		return Box{}, err
 	}
 	defer e.op.Unlock()
-	if st := m.snapshot(e).State; st != Sleeping {
-		return Box{}, fmt.Errorf("wake box %q: %w: it is %s", name, ErrState, st)
+	if box.State != Sleeping {
+		return Box{}, fmt.Errorf("wake box %q: %w: it is %s", name, ErrState, box.State)
 	}
-	res, err := m.backend.Wake(ctx, name)
-	if err != nil {
-		m.setState(e, Failed, "wake: "+err.Error())
-		return m.snapshot(e), fmt.Errorf("wake box %q: %w", name, err)
-	}
-	m.watch(name, e)
-	if err := m.ready(ctx, name, e); err != nil {
-		err = m.whyDown(ctx, name, err)
-		m.backend.Kill(context.WithoutCancel(ctx), name)
-		m.setState(e, Failed, "wake: "+err.Error())
-		return m.snapshot(e), fmt.Errorf("wake box %q: %w", name, err)
+	var res WakeResult
+	launch := func(ctx context.Context) (err error) { res, err = m.backend.Wake(ctx, name); return err }
+	if box, err = m.boot(ctx, "wake", box, m.bootSteps(e, name, "wake", launch, "wake")); err != nil {
+		return box, err
 	}
 	note := "restored from memory snapshot"
 	if res.Cold {
 		note = "cold boot: " + res.Reason
 	}
-	m.setState(e, Running, note)
-	return m.snapshot(e), nil
+	return m.save(box, Running, note), nil
 }
 
 // Destroy ends the box's machine and removes everything it had, in any state.
 func (m *Manager) Destroy(ctx context.Context, name string) error {
-	e, err := m.lock(name)
+	e, box, err := m.lock(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -430,10 +494,9 @@ func (m *Manager) Destroy(ctx context.Context, name string) error {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
-	e.gen++
 	delete(m.boxes, name)
 	m.mu.Unlock()
-	m.setState(e, Destroyed, "")
+	m.save(box, Destroyed, "")
 	return nil
 }
 
@@ -454,32 +517,24 @@ func (m *Manager) Get(name string) (Box, error) {
 	if err := ValidName(name); err != nil {
 		return Box{}, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.boxes[name]
-	if e == nil {
+	b, ok := m.records.Get(name)
+	if !ok {
 		return Box{}, fmt.Errorf("box %q: %w", name, ErrNotFound)
 	}
-	return e.box, nil
+	return b, nil
 }
 
 // List returns every box, by name.
 func (m *Manager) List() []Box {
-	m.mu.Lock()
-	out := make([]Box, 0, len(m.boxes))
-	for _, e := range m.boxes {
-		out = append(out, e.box)
-	}
-	m.mu.Unlock()
+	out := m.records.List()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// Events streams state changes until ctx ends. A subscriber that falls
-// more than 256 events behind loses the surplus (logged), never the manager.
+// Events streams state changes until ctx ends (with shared records, those
+// every gateway makes). A subscriber that falls more than 256 events behind
+// loses the surplus (logged), never the manager.
 func (m *Manager) Events(ctx context.Context) <-chan Event { return m.events.Subscribe(ctx) }
-
-func (m *Manager) emit(ev Event) { m.events.Emit(ev) }
 
 // Close stops watching the boxes. Their machines keep running; a new
 // Manager over the same backend re-adopts them.
@@ -510,42 +565,40 @@ func (m *Manager) Close() error {
 	return m.backend.Close()
 }
 
-// agent returns a live agent client for a running box, reconnecting when
-// the previous session ended.
+// agent returns a live agent client for a running box, connecting (again)
+// when there is none: a box another gateway started is reached the same
+// way.
 func (m *Manager) agent(ctx context.Context, name string) (*agent.Client, error) {
-	if err := ValidName(name); err != nil {
+	b, err := m.Get(name)
+	if err != nil {
 		return nil, err
 	}
+	if b.State != Running {
+		return nil, fmt.Errorf("box %q: %w: it is %s", name, ErrState, b.State)
+	}
 	m.mu.Lock()
-	e := m.boxes[name]
-	if e == nil {
-		m.mu.Unlock()
-		return nil, fmt.Errorf("box %q: %w", name, ErrNotFound)
-	}
-	st, c := e.box.State, e.client
+	e := m.entryLocked(name)
 	m.mu.Unlock()
-	if st != Running {
-		return nil, fmt.Errorf("box %q: %w: it is %s", name, ErrState, st)
-	}
-	if c != nil {
-		select {
-		case <-c.Done():
-		default:
-			return c, nil
+	live := func() *agent.Client {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if c := e.client; c != nil {
+			select {
+			case <-c.Done():
+			default:
+				return c
+			}
 		}
+		return nil
 	}
-	// Reconnect under the op lock so concurrent callers share one session.
+	if c := live(); c != nil {
+		return c, nil
+	}
+	// Connect under the op lock so concurrent callers share one session.
 	e.op.Lock()
 	defer e.op.Unlock()
-	m.mu.Lock()
-	c = e.client
-	m.mu.Unlock()
-	if c != nil {
-		select {
-		case <-c.Done():
-		default:
-			return c, nil
-		}
+	if c := live(); c != nil {
+		return c, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -557,4 +610,32 @@ func (m *Manager) agent(ctx context.Context, name string) (*agent.Client, error)
 	e.client = c
 	m.mu.Unlock()
 	return c, nil
+}
+
+// follower is the Manager as its Records see it.
+type follower struct{ m *Manager }
+
+func (f follower) Emit(ev Event)                                 { f.m.events.Emit(ev) }
+func (f follower) Arm(box Box)                                   { f.m.arm(box) }
+func (f follower) Watch(name, machine string, stale func() bool) { f.m.watch(name, machine, stale) }
+
+func (f follower) Forget(name string) {
+	m := f.m
+	m.mu.Lock()
+	e := m.boxes[name]
+	var c *agent.Client
+	if e != nil {
+		if e.timer != nil {
+			e.timer.Stop()
+			e.timer = nil
+		}
+		c, e.client = e.client, nil
+		if e.creating == 0 {
+			delete(m.boxes, name) // an operation waiting for it finds the box gone
+		}
+	}
+	m.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }

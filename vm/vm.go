@@ -1,5 +1,7 @@
-// Package vm manages the microVMs ("boxes") of one host: a Manager over a
-// Backend (QEMU today, Kubernetes later). It knows no owner, policy or front.
+// Package vm manages the microVMs ("boxes"): one Manager over a Backend,
+// which is a machine Driver (QEMU on this host, Pods on Kubernetes) and the
+// Records of its boxes (this host's record files, or the claims every
+// gateway of a cluster shares). It knows no owner, policy or front.
 //
 // Wiring, in the core:
 //

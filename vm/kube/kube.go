@@ -18,8 +18,9 @@
 //     (egress.go); the namespace's deny-all NetworkPolicy (policy.go) shuts
 //     the Pod network.
 //
-// Machines (machines.go) is the vm.Manager of a cluster: state only on the
-// claims, so every gateway of a cluster sees and drives every box.
+// Its records (records.go) are the claims: a vm.Manager over the backend
+// keeps state only there, so every gateway of a cluster sees and drives
+// every box.
 //
 // Sleep deletes the Pod and keeps the claim; Wake creates a new Pod on it, a
 // cold boot every time (there is no memory snapshot on Kubernetes). Before
@@ -773,8 +774,8 @@ func (b *Backend) Destroy(ctx context.Context, name string) error {
 	return nil
 }
 
-// Save writes the box record to its claim.
-func (b *Backend) Save(ctx context.Context, box vm.Box) error {
+// saveRecord writes the box record to its claim.
+func (b *Backend) saveRecord(ctx context.Context, box vm.Box) error {
 	rec, err := json.Marshal(box)
 	if err != nil {
 		return err
@@ -786,59 +787,6 @@ func (b *Backend) Save(ctx context.Context, box vm.Box) error {
 		return fmt.Errorf("kubernetes: save record of %q on claim %s: %w", box.Name, obj, err)
 	}
 	return nil
-}
-
-// Recover returns every box whose claim is in the namespace. A box recorded
-// running whose Pod is gone or ended comes back failed with the reason;
-// Pods with no claim, or of boxes not meant to run, are deleted.
-func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
-	var out []vm.Box
-	have := map[string]bool{}
-	for _, o := range b.claims.GetStore().List() {
-		pvc := o.(*corev1.PersistentVolumeClaim)
-		var box vm.Box
-		if err := json.Unmarshal([]byte(pvc.Annotations[AnnotRecord]), &box); err != nil || vm.ValidName(box.Name) != nil || objectName(box.Name) != pvc.Name {
-			b.log.Warn("recover: claim without a usable box record, skipped", "claim", pvc.Name, "err", err)
-			continue
-		}
-		if pvc.DeletionTimestamp != nil {
-			continue // a destroy that did not finish
-		}
-		have[pvc.Name] = true
-		p := b.pod(pvc.Name)
-		switch box.State {
-		case vm.Running:
-			var why error
-			switch {
-			case p == nil:
-				why = errors.New("kubernetes: pod gone while no gateway watched it")
-			case p.Annotations[AnnotStop] != "" || p.DeletionTimestamp != nil:
-				why = fmt.Errorf("kubernetes: pod %s was being deleted", p.Name)
-			default:
-				why = stopped(p)
-			}
-			if why != nil {
-				box.State, box.Reason, box.Updated = vm.Failed, why.Error(), time.Now().UTC()
-				if err := b.Save(ctx, box); err != nil {
-					b.log.Warn("recover: save failed box", "box", box.Name, "err", err)
-				}
-			}
-		case vm.Sleeping, vm.Failed:
-			if p != nil {
-				b.log.Warn("recover: deleting the pod of a box that is not running", "box", box.Name, "state", box.State)
-				if err := b.stopPod(ctx, box.Name, "kill", 0); err != nil {
-					return nil, err
-				}
-			}
-		}
-		out = append(out, box)
-	}
-	for _, p := range b.strayPods(func(obj string) bool { return have[obj] }) {
-		if err := b.deleteStray(ctx, p); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // strayPods are the box Pods whose claim is not one of a box (keep says

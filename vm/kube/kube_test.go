@@ -227,9 +227,8 @@ func TestConformance(t *testing.T) {
 		Backend:   func(t *testing.T) vm.Backend { return c.backend(t, ns, nil) },
 		Crash:     func(t *testing.T, name string) { c.crash(t, ns, name) },
 		Leftovers: func(t *testing.T, name string) []string { return c.leftovers(t, ns, name) },
-	}
-	if !setNoMemorySnapshot(&s) {
-		t.Skip("vmtest.Setup has no NoMemorySnapshot yet (proposed change to vm/vmtest): its SleepWake demands a process alive after a wake, which a Pod recreated on its claim cannot give")
+		// A Pod recreated on its claim keeps the disk, not the processes.
+		NoMemorySnapshot: true,
 	}
 	vmtest.Run(t, s)
 }
@@ -502,14 +501,14 @@ func TestDenyAllPolicyManifest(t *testing.T) {
 	}
 }
 
-// TestMachinesReapStrayPod: a box Pod whose claim was deleted behind sbx's
+// TestReapStrayPod: a box Pod whose claim was deleted behind sbx's
 // back (it stays Terminating while the Pod uses it) is deleted by the next
 // gateway that starts, and the claim goes with it.
-func TestMachinesReapStrayPod(t *testing.T) {
+func TestReapStrayPod(t *testing.T) {
 	c := cluster(t)
 	ns := c.namespace(t)
 	ctx := context.Background()
-	m1, err := NewMachines(ctx, c.backend(t, ns, nil), MachinesConfig{})
+	m1, err := vm.New(ctx, vm.Config{Backend: c.backend(t, ns, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +523,7 @@ func TestMachinesReapStrayPod(t *testing.T) {
 	if err := c.cs.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, obj, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m2, err := NewMachines(ctx, c.backend(t, ns, nil), MachinesConfig{})
+	m2, err := vm.New(ctx, vm.Config{Backend: c.backend(t, ns, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,20 +603,6 @@ func TestStopped(t *testing.T) {
 func validLabel(v string) string { return strings.Join(validation.IsValidLabelValue(v), "; ") }
 
 func validDNSLabel(v string) string { return strings.Join(validation.IsDNS1123Label(v), "; ") }
-
-// setNoMemorySnapshot sets vmtest.Setup.NoMemorySnapshot when the suite has
-// it (the change proposed for vm/vmtest: SleepWake then checks a cold wake
-// that keeps the disk and says why, instead of a restore). Without it the
-// suite's SleepWake demands a live process after wake, which no Kubernetes
-// backend can give.
-func setNoMemorySnapshot(s *vmtest.Setup) bool {
-	f := reflect.ValueOf(s).Elem().FieldByName("NoMemorySnapshot")
-	if !f.IsValid() || f.Kind() != reflect.Bool {
-		return false
-	}
-	f.SetBool(true)
-	return true
-}
 
 // TestManifestsValid has the API server validate every object in deploy/
 // (a server-side dry run): the example manifests are what a cluster accepts.

@@ -805,6 +805,12 @@ func (b *Backend) Stats(ctx context.Context, name string) (vm.Stats, error) {
 	return vm.Stats{CPUPercent: pct, PrivateBytes: priv}, nil
 }
 
+// Records are this host's own: LocalRecords over the box.json files
+// (Save, Recover); no other gateway sees them, so once is never asked.
+func (b *Backend) Records(ctx context.Context, f vm.Follower, _ vm.Once) (vm.Records, error) {
+	return vm.LocalRecords(ctx, b, f, b.log)
+}
+
 // Recover loads every box.json, re-adopts machines still running, marks
 // boxes whose machine vanished failed, and kills QEMU processes under the
 // data dir that belong to no box.

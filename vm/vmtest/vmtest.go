@@ -1,5 +1,6 @@
 // Package vmtest is the conformance suite every vm.Backend must pass, run
-// through a real vm.Manager against real machines. A backend's test calls
+// through the vm.Manager production builds (over the backend's own
+// Records) against real machines. A backend's test calls
 // Run with a Setup; the suite boots few boxes and reuses one where the
 // checks do not interfere, so it stays affordable on a 2-core CI runner.
 package vmtest
