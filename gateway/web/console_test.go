@@ -14,12 +14,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/fleettest"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
@@ -39,25 +39,8 @@ type console struct {
 	audit *audit.Log
 	store *store.SQLite
 	logs  *testutil.SyncBuffer
-	clock *testClock
+	clock *fleettest.Clock
 	srv   *Server
-}
-
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 var cli = keys.Actor{User: "test", Role: keys.RoleAdmin, Front: keys.FrontCLI}
@@ -65,7 +48,7 @@ var cli = keys.Actor{User: "test", Role: keys.RoleAdmin, Front: keys.FrontCLI}
 func newConsole(t testing.TB, o Options) *console {
 	t.Helper()
 	ctx := context.Background()
-	c := &console{t: t, logs: &testutil.SyncBuffer{}, clock: &testClock{t: time.Now()}}
+	c := &console{t: t, logs: &testutil.SyncBuffer{}, clock: fleettest.NewClock()}
 	var err error
 	c.store, err = store.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"))
 	if err != nil {
