@@ -31,7 +31,7 @@ type env struct {
 	vm    *vm.Manager
 	fleet *fleet.Fleet
 	token string
-	clock *fleettest.Clock
+	clock *testutil.Clock
 	logs  *testutil.SyncBuffer
 	cfg   *fleet.Config
 	alice keys.Actor
@@ -41,7 +41,7 @@ type env struct {
 
 func newEnv(t testing.TB, policy fleet.Policy) *env {
 	t.Helper()
-	clock := fleettest.NewClock()
+	clock := testutil.NewClock(time.Now())
 	h := fleettest.New(t, fleettest.Options{Policy: policy, MaxBoxes: 6, Now: clock.Now})
 	return &env{Env: h, t: t, data: h.Data, store: h.Store, vm: h.VM, fleet: h.Fleet, token: h.Token, clock: clock,
 		logs: h.Logs, cfg: &h.Config, alice: h.Actors["alice"], bob: h.Actors["bob"], admin: h.Actors["root"]}

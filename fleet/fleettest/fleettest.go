@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -249,27 +248,4 @@ func randomToken() string {
 	b := make([]byte, 18)
 	_, _ = rand.Read(b)
 	return "ghp_" + hex.EncodeToString(b)[:36]
-}
-
-// Clock is a clock that tests move by hand.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// NewClock is a Clock standing at the wall clock's now.
-func NewClock() *Clock { return &Clock{t: time.Now()} }
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Add moves the clock by d.
-func (c *Clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }

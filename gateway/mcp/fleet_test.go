@@ -30,7 +30,7 @@ type fleetFront struct {
 
 func newFleetFront(t testing.TB, o Options) *fleetFront {
 	t.Helper()
-	clk := fleettest.NewClock()
+	clk := testutil.NewClock(time.Now())
 	h := fleettest.New(t, fleettest.Options{Now: clk.Now})
 	admin := keys.Actor{User: "root", Role: keys.RoleAdmin, Front: keys.FrontCLI}
 	o.Fleet, o.Identity, o.Audit, o.Now = h.Fleet, h.Keys, h.Audit, clk.Now

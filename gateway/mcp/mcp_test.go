@@ -17,8 +17,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/fleet/fleettest"
 	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
 )
@@ -29,7 +29,7 @@ type front struct {
 	url   string
 	keys  *keys.Service
 	audit *audit.Log
-	clock *fleettest.Clock
+	clock *testutil.Clock
 	admin keys.Actor
 }
 
@@ -42,7 +42,7 @@ func newFront(t testing.TB, o Options) *front {
 	}
 	t.Cleanup(func() { st.Close() })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	clk := fleettest.NewClock()
+	clk := testutil.NewClock(time.Now())
 	al := audit.New(st, logger, clk.Now)
 	svc := keys.NewService(st, al, clk.Now)
 	if _, err := svc.Bootstrap(ctx, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINF7mMSwJp8aTjkVomWE2mb9jbhmaty2vwerqOlOiMj3 admin", ""); err != nil {

@@ -19,7 +19,6 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
-	"sbx.dev/sbx/fleet/fleettest"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
@@ -39,7 +38,7 @@ type console struct {
 	audit *audit.Log
 	store *store.SQLite
 	logs  *testutil.SyncBuffer
-	clock *fleettest.Clock
+	clock *testutil.Clock
 	srv   *Server
 }
 
@@ -48,7 +47,7 @@ var cli = keys.Actor{User: "test", Role: keys.RoleAdmin, Front: keys.FrontCLI}
 func newConsole(t testing.TB, o Options) *console {
 	t.Helper()
 	ctx := context.Background()
-	c := &console{t: t, logs: &testutil.SyncBuffer{}, clock: fleettest.NewClock()}
+	c := &console{t: t, logs: &testutil.SyncBuffer{}, clock: testutil.NewClock(time.Now())}
 	var err error
 	c.store, err = store.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/fleettest"
 	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
 )
 
@@ -21,7 +22,7 @@ import (
 // boots), real SQLite, keys and sessions; users admin, alice and bob.
 func newFleetConsole(t *testing.T) *console {
 	t.Helper()
-	c := &console{t: t, clock: fleettest.NewClock()}
+	c := &console{t: t, clock: testutil.NewClock(time.Now())}
 	h := fleettest.New(t, fleettest.Options{MaxBoxes: 2, Now: c.clock.Now, NoAccount: true, Users: []fleettest.User{
 		{Name: "admin", Role: keys.RoleAdmin}, {Name: "alice", Role: keys.RoleOperator}, {Name: "bob", Role: keys.RoleOperator}}})
 	c.store, c.logs, c.audit, c.svc, c.fleet = h.Store, h.Logs, h.Audit, h.Keys, h.Fleet
