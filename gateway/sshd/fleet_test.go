@@ -58,7 +58,7 @@ func newGatewayWith(t testing.TB, adjust func(*Options)) *gateway {
 			t.Skipf("needs the OpenSSH client (%s)", tool)
 		}
 	}
-	h := fleettest.New(t, fleettest.Options{})
+	h := fleettest.New(t, fleettest.Options{NoAccount: true})
 	g := &gateway{t: t, h: h, fleet: h.Fleet, vms: h.VM, token: h.Token, git: h.Git, keys: h.KeyFiles, actors: h.Actors,
 		logs: h.Logs, audit: h.Audit}
 	o := Options{
