@@ -1,35 +1,36 @@
 package fleet
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/redact"
 )
 
-// Errors every front maps to its own status. The core wraps them with a
-// message that names the input; fronts show err.Error() as is (the core has
-// already redacted it).
+// Errors are the kinds every layer shares (errkind), under the names the
+// core has always used; errkind.HTTPStatus and the fronts map them. The
+// core wraps them with a message that names the input; fronts show
+// err.Error() as is (the core has already redacted it).
 var (
 	// ErrNotFound: no such box, or a box the caller may not see (the two
 	// answer identically, so a box's existence never leaks).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errkind.NotFound
 	// ErrInvalid: bad input (empty task, bad name, unknown profile, bad ref).
-	ErrInvalid = errors.New("invalid")
+	ErrInvalid = errkind.Invalid
 	// ErrLimit: a cap (boxes per user, per host, memory, budget) refused it.
-	ErrLimit = errors.New("limit reached")
+	ErrLimit = errkind.Limit
 	// ErrConflict: the box is not in a state that allows it (answer with no
 	// pending question, wake of a running box, ...).
-	ErrConflict = errors.New("conflict")
+	ErrConflict = errkind.Conflict
 	// ErrForbidden: the caller's role may not do it (pool for operators).
-	ErrForbidden = errors.New("forbidden")
+	ErrForbidden = errkind.Forbidden
 	// ErrScope: the API key the call came through lacks the scope for it
 	// (it is an ErrForbidden too; its message names the scope to ask for).
 	ErrScope = fmt.Errorf("api key scope: %w", ErrForbidden)
 	// ErrUnavailable: a dependency failed (git host unreachable, box did not
 	// boot). Retrying later may work.
-	ErrUnavailable = errors.New("unavailable")
+	ErrUnavailable = errkind.Unavailable
 )
 
 // State is where a box is, as fronts show it. It refines vm.State with the

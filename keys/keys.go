@@ -13,6 +13,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/internal/charset"
+	"sbx.dev/sbx/internal/errkind"
 )
 
 // Role is what a user may do. Admins manage users; operators manage their own
@@ -34,14 +35,15 @@ func ParseRole(s string) (Role, error) {
 }
 
 // Sentinel errors. They are wrapped with detail; their messages are written to
-// read well at the end of a one-line CLI error.
+// read well at the end of a one-line CLI error. Each is of an errkind kind,
+// which is what fronts answer.
 var (
-	ErrNotFound  = errors.New("not found")
-	ErrExists    = errors.New("already exists")
-	ErrLastAdmin = errors.New("refused: it would leave no enabled admin")
-	ErrForbidden = errors.New("permission denied")
-	ErrInvalid   = errors.New("invalid")
-	ErrDisabled  = errors.New("user is disabled")
+	ErrNotFound  = errkind.NotFound
+	ErrExists    = errkind.New(errkind.Conflict, "already exists")
+	ErrLastAdmin = errkind.New(errkind.Forbidden, "refused: it would leave no enabled admin")
+	ErrForbidden = errkind.New(errkind.Forbidden, "permission denied")
+	ErrInvalid   = errkind.Invalid
+	ErrDisabled  = errkind.New(errkind.Forbidden, "user is disabled")
 	// ErrBadToken covers every API key that does not authenticate: malformed,
 	// unknown, wrong secret, revoked, expired. Fronts show it without detail.
 	ErrBadToken = errors.New("invalid, revoked or expired API key")

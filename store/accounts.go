@@ -11,21 +11,19 @@ import (
 	"sbx.dev/sbx/keys"
 )
 
-var _ accounts.Store = (*SQLite)(nil)
-
 // InsertAccount saves a GitHub account; the owner's first becomes default.
-func (s *SQLite) InsertAccount(ctx context.Context, a accounts.Account, sealed []byte, rec audit.Entry) (accounts.Account, error) {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) InsertAccount(ctx context.Context, a accounts.Account, sealed []byte, rec audit.Entry) (accounts.Account, error) {
+	err := s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, a.Owner)
 		if err != nil {
 			return err
 		}
 		var n int
-		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM github_accounts WHERE user_id = ?", u.ID).Scan(&n); err != nil {
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM github_accounts WHERE user_id = ?", u.ID).Scan(&n); err != nil {
 			return fmt.Errorf("count accounts of %q: %w", a.Owner, err)
 		}
 		a.Default = n == 0
-		_, err = tx.ExecContext(ctx, `INSERT INTO github_accounts (user_id, name, host, masked, token, is_default, created)
+		_, err = tx.exec(ctx, `INSERT INTO github_accounts (user_id, name, host, masked, token, is_default, created)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`, u.ID, a.Name, a.Host, a.Masked, sealed, a.Default, nanos(a.Created))
 		if isUnique(err) {
 			return fmt.Errorf("GitHub account %q of %q: %w", a.Name, a.Owner, keys.ErrExists)
@@ -42,9 +40,9 @@ func (s *SQLite) InsertAccount(ctx context.Context, a accounts.Account, sealed [
 }
 
 // accountID finds one account of user within tx.
-func accountID(ctx context.Context, tx *sql.Tx, userID int64, owner, name string) (int64, error) {
+func accountID(ctx context.Context, tx conn, userID int64, owner, name string) (int64, error) {
 	var id int64
-	err := tx.QueryRowContext(ctx, "SELECT id FROM github_accounts WHERE user_id = ? AND name = ?", userID, name).Scan(&id)
+	err := tx.queryRow(ctx, "SELECT id FROM github_accounts WHERE user_id = ? AND name = ?", userID, name).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("GitHub account %q of %q: %w", name, owner, keys.ErrNotFound)
 	}
@@ -55,8 +53,8 @@ func accountID(ctx context.Context, tx *sql.Tx, userID int64, owner, name string
 }
 
 // DeleteAccount removes one account of owner.
-func (s *SQLite) DeleteAccount(ctx context.Context, owner, name string, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) DeleteAccount(ctx context.Context, owner, name string, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, owner)
 		if err != nil {
 			return err
@@ -65,7 +63,7 @@ func (s *SQLite) DeleteAccount(ctx context.Context, owner, name string, rec audi
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM github_accounts WHERE id = ?", id); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM github_accounts WHERE id = ?", id); err != nil {
 			return fmt.Errorf("delete GitHub account %q of %q: %w", name, owner, err)
 		}
 		return insertAudit(ctx, tx, rec)
@@ -73,8 +71,8 @@ func (s *SQLite) DeleteAccount(ctx context.Context, owner, name string, rec audi
 }
 
 // SetDefaultAccount makes name the only default account of owner.
-func (s *SQLite) SetDefaultAccount(ctx context.Context, owner, name string, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) SetDefaultAccount(ctx context.Context, owner, name string, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, owner)
 		if err != nil {
 			return err
@@ -84,10 +82,10 @@ func (s *SQLite) SetDefaultAccount(ctx context.Context, owner, name string, rec 
 			return err
 		}
 		// Clear first: the partial unique index allows one default per user.
-		if _, err := tx.ExecContext(ctx, "UPDATE github_accounts SET is_default = 0 WHERE user_id = ? AND is_default = 1", u.ID); err != nil {
+		if _, err := tx.exec(ctx, "UPDATE github_accounts SET is_default = FALSE WHERE user_id = ? AND is_default", u.ID); err != nil {
 			return fmt.Errorf("clear default GitHub account of %q: %w", owner, err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE github_accounts SET is_default = 1 WHERE id = ?", id); err != nil {
+		if _, err := tx.exec(ctx, "UPDATE github_accounts SET is_default = TRUE WHERE id = ?", id); err != nil {
 			return fmt.Errorf("set default GitHub account %q of %q: %w", name, owner, err)
 		}
 		return insertAudit(ctx, tx, rec)
@@ -96,12 +94,12 @@ func (s *SQLite) SetDefaultAccount(ctx context.Context, owner, name string, rec 
 
 // ListAccounts returns owner's accounts with their sealed tokens, the
 // default first, then by name.
-func (s *SQLite) ListAccounts(ctx context.Context, owner string) ([]accounts.Record, error) {
-	u, err := getUser(ctx, s.reader, owner)
+func (s *Store) ListAccounts(ctx context.Context, owner string) ([]accounts.Record, error) {
+	u, err := getUser(ctx, s.read(), owner)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT name, host, masked, token, is_default, created
+	rows, err := s.read().query(ctx, `SELECT name, host, masked, token, is_default, created
 		FROM github_accounts WHERE user_id = ? ORDER BY is_default DESC, name`, u.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list GitHub accounts of %q: %w", owner, err)

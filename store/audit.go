@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -11,22 +10,18 @@ import (
 )
 
 // InsertAudit writes one audit row.
-func (s *SQLite) InsertAudit(ctx context.Context, e audit.Entry) (int64, error) {
-	return insertAuditRow(ctx, s.writer, e)
-}
-
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+func (s *Store) InsertAudit(ctx context.Context, e audit.Entry) (int64, error) {
+	return insertAuditRow(ctx, s.write(), e)
 }
 
 // insertAudit writes the audit row of a change inside the change's
 // transaction.
-func insertAudit(ctx context.Context, tx *sql.Tx, e audit.Entry) error {
+func insertAudit(ctx context.Context, tx conn, e audit.Entry) error {
 	_, err := insertAuditRow(ctx, tx, e)
 	return err
 }
 
-func insertAuditRow(ctx context.Context, db execer, e audit.Entry) (int64, error) {
+func insertAuditRow(ctx context.Context, db conn, e audit.Entry) (int64, error) {
 	if e.Action == "" {
 		return 0, fmt.Errorf("insert audit row: no action")
 	}
@@ -37,17 +32,18 @@ func insertAuditRow(ctx context.Context, db execer, e audit.Entry) (int64, error
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	res, err := db.ExecContext(ctx, `INSERT INTO audit (time, actor, front, action, target, addr, result, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		nanos(e.Time), e.Actor, e.Front, e.Action, e.Target, e.Addr, e.Result, e.Detail)
+	var id int64
+	err := db.queryRow(ctx, `INSERT INTO audit (time, actor, front, action, target, addr, result, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		nanos(e.Time), e.Actor, e.Front, e.Action, e.Target, e.Addr, e.Result, e.Detail).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert audit row %s: %w", e.Action, err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 // ListAudit returns rows matching f, newest first.
-func (s *SQLite) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
+func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
 	var where []string
 	var args []any
 	if f.User != "" {
@@ -67,7 +63,7 @@ func (s *SQLite) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Entry, 
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
 	}
-	rows, err := s.reader.QueryContext(ctx, q, args...)
+	rows, err := s.read().query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit rows: %w", err)
 	}

@@ -11,11 +11,9 @@ import (
 	"sbx.dev/sbx/fleet"
 )
 
-var _ fleet.Store = (*SQLite)(nil)
-
 // auditIf writes rec within tx unless it is the zero Entry (bookkeeping
 // that is no action of anyone's).
-func auditIf(ctx context.Context, tx *sql.Tx, rec audit.Entry) error {
+func auditIf(ctx context.Context, tx conn, rec audit.Entry) error {
 	if rec.Action == "" {
 		return nil
 	}
@@ -23,10 +21,10 @@ func auditIf(ctx context.Context, tx *sql.Tx, rec audit.Entry) error {
 }
 
 // InsertBox adds a box.
-func (s *SQLite) InsertBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) InsertBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		now := nanos(time.Now())
-		_, err := tx.ExecContext(ctx, "INSERT INTO boxes (name, owner, state, doc, created, updated) VALUES (?, ?, ?, ?, ?, ?)",
+		_, err := tx.exec(ctx, "INSERT INTO boxes (name, owner, state, doc, created, updated) VALUES (?, ?, ?, ?, ?, ?)",
 			b.Name, b.Owner, b.State, string(b.Doc), now, now)
 		if isUnique(err) {
 			return fmt.Errorf("box %q: %w", b.Name, fleet.ErrConflict)
@@ -39,9 +37,9 @@ func (s *SQLite) InsertBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry)
 }
 
 // UpdateBox replaces a box's document.
-func (s *SQLite) UpdateBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE boxes SET owner = ?, state = ?, doc = ?, updated = ? WHERE name = ?",
+func (s *Store) UpdateBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
+		res, err := tx.exec(ctx, "UPDATE boxes SET owner = ?, state = ?, doc = ?, updated = ? WHERE name = ?",
 			b.Owner, b.State, string(b.Doc), nanos(time.Now()), b.Name)
 		if err != nil {
 			return fmt.Errorf("update box %q: %w", b.Name, err)
@@ -54,9 +52,9 @@ func (s *SQLite) UpdateBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry)
 }
 
 // DeleteBox removes a box and its inbox.
-func (s *SQLite) DeleteBox(ctx context.Context, name string, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM boxes WHERE name = ?", name); err != nil {
+func (s *Store) DeleteBox(ctx context.Context, name string, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
+		if _, err := tx.exec(ctx, "DELETE FROM boxes WHERE name = ?", name); err != nil {
 			return fmt.Errorf("delete box %q: %w", name, err)
 		}
 		return auditIf(ctx, tx, rec)
@@ -64,10 +62,10 @@ func (s *SQLite) DeleteBox(ctx context.Context, name string, rec audit.Entry) er
 }
 
 // GetBox returns one box.
-func (s *SQLite) GetBox(ctx context.Context, name string) (fleet.BoxDoc, error) {
+func (s *Store) GetBox(ctx context.Context, name string) (fleet.BoxDoc, error) {
 	var b fleet.BoxDoc
 	var d string
-	err := s.reader.QueryRowContext(ctx, "SELECT name, owner, state, doc FROM boxes WHERE name = ?", name).Scan(&b.Name, &b.Owner, &b.State, &d)
+	err := s.read().queryRow(ctx, "SELECT name, owner, state, doc FROM boxes WHERE name = ?", name).Scan(&b.Name, &b.Owner, &b.State, &d)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("box %q: %w", name, fleet.ErrNotFound)
 	}
@@ -79,8 +77,8 @@ func (s *SQLite) GetBox(ctx context.Context, name string) (fleet.BoxDoc, error) 
 }
 
 // ListBoxes returns every box, oldest first.
-func (s *SQLite) ListBoxes(ctx context.Context) ([]fleet.BoxDoc, error) {
-	rows, err := s.reader.QueryContext(ctx, "SELECT name, owner, state, doc FROM boxes ORDER BY created, name")
+func (s *Store) ListBoxes(ctx context.Context) ([]fleet.BoxDoc, error) {
+	rows, err := s.read().query(ctx, "SELECT name, owner, state, doc FROM boxes ORDER BY created, name")
 	if err != nil {
 		return nil, fmt.Errorf("list boxes: %w", err)
 	}
@@ -99,15 +97,15 @@ func (s *SQLite) ListBoxes(ctx context.Context) ([]fleet.BoxDoc, error) {
 }
 
 // AddInbox queues a follow-up for a box.
-func (s *SQLite) AddInbox(ctx context.Context, box, by, text string, at time.Time, rec audit.Entry) (int64, error) {
+func (s *Store) AddInbox(ctx context.Context, box, by, text string, at time.Time, rec audit.Entry) (int64, error) {
 	var id int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "INSERT INTO box_inbox (box, by, text, at) VALUES (?, ?, ?, ?)", box, by, text, nanos(at))
+	err := s.update(ctx, func(tx conn) error {
+		err := tx.queryRow(ctx, "INSERT INTO box_inbox (box, by, text, at) VALUES (?, ?, ?, ?) RETURNING id", box, by, text, nanos(at)).Scan(&id)
+		if isForeignKey(err) {
+			return fmt.Errorf("queue follow-up for box %q: %w", box, fleet.ErrNotFound)
+		}
 		if err != nil {
 			return fmt.Errorf("queue follow-up for box %q: %w", box, err)
-		}
-		if id, err = res.LastInsertId(); err != nil {
-			return err
 		}
 		return auditIf(ctx, tx, rec)
 	})
@@ -115,8 +113,8 @@ func (s *SQLite) AddInbox(ctx context.Context, box, by, text string, at time.Tim
 }
 
 // ListInbox returns a box's queued follow-ups, oldest first.
-func (s *SQLite) ListInbox(ctx context.Context, box string) ([]fleet.InboxDoc, error) {
-	rows, err := s.reader.QueryContext(ctx, "SELECT id, box, by, text, at FROM box_inbox WHERE box = ? ORDER BY id", box)
+func (s *Store) ListInbox(ctx context.Context, box string) ([]fleet.InboxDoc, error) {
+	rows, err := s.read().query(ctx, "SELECT id, box, by, text, at FROM box_inbox WHERE box = ? ORDER BY id", box)
 	if err != nil {
 		return nil, fmt.Errorf("inbox of box %q: %w", box, err)
 	}
@@ -135,10 +133,10 @@ func (s *SQLite) ListInbox(ctx context.Context, box string) ([]fleet.InboxDoc, e
 }
 
 // DeleteInbox removes one queued follow-up.
-func (s *SQLite) DeleteInbox(ctx context.Context, box string, id int64, rec audit.Entry) (bool, error) {
+func (s *Store) DeleteInbox(ctx context.Context, box string, id int64, rec audit.Entry) (bool, error) {
 	found := false
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM box_inbox WHERE box = ? AND id = ?", box, id)
+	err := s.update(ctx, func(tx conn) error {
+		res, err := tx.exec(ctx, "DELETE FROM box_inbox WHERE box = ? AND id = ?", box, id)
 		if err != nil {
 			return fmt.Errorf("remove inbox item %d of box %q: %w", id, box, err)
 		}
@@ -151,12 +149,10 @@ func (s *SQLite) DeleteInbox(ctx context.Context, box string, id int64, rec audi
 	return found, err
 }
 
-var _ fleet.MCPStore = (*SQLite)(nil)
-
 // InsertMCPServer adds one of a user's MCP servers.
-func (s *SQLite) InsertMCPServer(ctx context.Context, d fleet.MCPServerDoc, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO mcp_servers (owner, name, url, headers, created) VALUES (?, ?, ?, ?, ?)",
+func (s *Store) InsertMCPServer(ctx context.Context, d fleet.MCPServerDoc, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
+		_, err := tx.exec(ctx, "INSERT INTO mcp_servers (owner, name, url, headers, created) VALUES (?, ?, ?, ?, ?)",
 			d.Owner, d.Name, d.URL, d.Headers, nanos(d.Created))
 		if isUnique(err) {
 			return fmt.Errorf("MCP server %q: %w", d.Name, fleet.ErrConflict)
@@ -169,8 +165,8 @@ func (s *SQLite) InsertMCPServer(ctx context.Context, d fleet.MCPServerDoc, rec 
 }
 
 // ListMCPServers returns a user's MCP servers by name.
-func (s *SQLite) ListMCPServers(ctx context.Context, owner string) ([]fleet.MCPServerDoc, error) {
-	rows, err := s.reader.QueryContext(ctx, "SELECT owner, name, url, headers, created FROM mcp_servers WHERE owner = ? ORDER BY name", owner)
+func (s *Store) ListMCPServers(ctx context.Context, owner string) ([]fleet.MCPServerDoc, error) {
+	rows, err := s.read().query(ctx, "SELECT owner, name, url, headers, created FROM mcp_servers WHERE owner = ? ORDER BY name", owner)
 	if err != nil {
 		return nil, fmt.Errorf("MCP servers of %q: %w", owner, err)
 	}
@@ -189,10 +185,10 @@ func (s *SQLite) ListMCPServers(ctx context.Context, owner string) ([]fleet.MCPS
 }
 
 // DeleteMCPServer removes one of a user's MCP servers.
-func (s *SQLite) DeleteMCPServer(ctx context.Context, owner, name string, rec audit.Entry) (bool, error) {
+func (s *Store) DeleteMCPServer(ctx context.Context, owner, name string, rec audit.Entry) (bool, error) {
 	found := false
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM mcp_servers WHERE owner = ? AND name = ?", owner, name)
+	err := s.update(ctx, func(tx conn) error {
+		res, err := tx.exec(ctx, "DELETE FROM mcp_servers WHERE owner = ? AND name = ?", owner, name)
 		if err != nil {
 			return fmt.Errorf("remove MCP server %q: %w", name, err)
 		}

@@ -30,12 +30,8 @@ func scanUser(r scanner) (keys.User, error) {
 	return u, nil
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func getUser(ctx context.Context, q querier, name string) (keys.User, error) {
-	u, err := scanUser(q.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE name = ?", name))
+func getUser(ctx context.Context, q conn, name string) (keys.User, error) {
+	u, err := scanUser(q.queryRow(ctx, "SELECT "+userCols+" FROM users WHERE name = ?", name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return keys.User{}, fmt.Errorf("user %q: %w", name, keys.ErrNotFound)
 	}
@@ -45,17 +41,16 @@ func getUser(ctx context.Context, q querier, name string) (keys.User, error) {
 	return u, nil
 }
 
-func countEnabledAdmins(ctx context.Context, q querier) (int, error) {
+func countEnabledAdmins(ctx context.Context, q conn) (int, error) {
 	var n int
-	err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = 0").Scan(&n)
-	if err != nil {
+	if err := q.queryRow(ctx, "SELECT COUNT(*) FROM users WHERE role = 'admin' AND NOT disabled").Scan(&n); err != nil {
 		return 0, fmt.Errorf("count enabled admins: %w", err)
 	}
 	return n, nil
 }
 
 // isLastAdmin reports whether u is the only enabled admin.
-func isLastAdmin(ctx context.Context, q querier, u keys.User) (bool, error) {
+func isLastAdmin(ctx context.Context, q conn, u keys.User) (bool, error) {
 	if u.Role != keys.RoleAdmin || u.Disabled {
 		return false, nil
 	}
@@ -63,10 +58,10 @@ func isLastAdmin(ctx context.Context, q querier, u keys.User) (bool, error) {
 	return n <= 1, err
 }
 
-func insertKeys(ctx context.Context, tx *sql.Tx, userID int64, ks []keys.Key) error {
+func insertKeys(ctx context.Context, tx conn, userID int64, ks []keys.Key) error {
 	for _, k := range ks {
 		var owner string
-		err := tx.QueryRowContext(ctx, "SELECT u.name FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.fingerprint = ?",
+		err := tx.queryRow(ctx, "SELECT u.name FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.fingerprint = ?",
 			k.Fingerprint).Scan(&owner)
 		if err == nil {
 			return fmt.Errorf("key %s is already registered: %w", k.Fingerprint, keys.ErrExists)
@@ -78,7 +73,7 @@ func insertKeys(ctx context.Context, tx *sql.Tx, userID int64, ks []keys.Key) er
 			return fmt.Errorf("key %s: no public key: %w", k.Fingerprint, keys.ErrInvalid)
 		}
 		line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k.PublicKey)))
-		_, err = tx.ExecContext(ctx, `INSERT INTO ssh_keys (user_id, fingerprint, type, public_key, comment, created)
+		_, err = tx.exec(ctx, `INSERT INTO ssh_keys (user_id, fingerprint, type, public_key, comment, created)
 			VALUES (?, ?, ?, ?, ?, ?)`, userID, k.Fingerprint, k.Type, line, k.Comment, nanos(k.Created))
 		if isUnique(err) {
 			return fmt.Errorf("key %s is already registered: %w", k.Fingerprint, keys.ErrExists)
@@ -91,18 +86,15 @@ func insertKeys(ctx context.Context, tx *sql.Tx, userID int64, ks []keys.Key) er
 }
 
 // CreateUser inserts u and its keys in one transaction.
-func (s *SQLite) CreateUser(ctx context.Context, u keys.User, ks []keys.Key, rec audit.Entry) (keys.User, error) {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "INSERT INTO users (name, role, disabled, created) VALUES (?, ?, ?, ?)",
-			u.Name, string(u.Role), u.Disabled, nanos(u.Created))
+func (s *Store) CreateUser(ctx context.Context, u keys.User, ks []keys.Key, rec audit.Entry) (keys.User, error) {
+	err := s.update(ctx, func(tx conn) error {
+		err := tx.queryRow(ctx, "INSERT INTO users (name, role, disabled, created) VALUES (?, ?, ?, ?) RETURNING id",
+			u.Name, string(u.Role), u.Disabled, nanos(u.Created)).Scan(&u.ID)
 		if isUnique(err) {
 			return fmt.Errorf("user %q: %w", u.Name, keys.ErrExists)
 		}
 		if err != nil {
 			return fmt.Errorf("insert user %q: %w", u.Name, err)
-		}
-		if u.ID, err = res.LastInsertId(); err != nil {
-			return err
 		}
 		if err := insertKeys(ctx, tx, u.ID, ks); err != nil {
 			return err
@@ -117,8 +109,8 @@ func (s *SQLite) CreateUser(ctx context.Context, u keys.User, ks []keys.Key, rec
 
 // DeleteUser removes a user; its SSH and API keys go with it (ON DELETE
 // CASCADE). Audit rows keep the name.
-func (s *SQLite) DeleteUser(ctx context.Context, name string, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) DeleteUser(ctx context.Context, name string, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, name)
 		if err != nil {
 			return err
@@ -130,7 +122,7 @@ func (s *SQLite) DeleteUser(ctx context.Context, name string, rec audit.Entry) e
 		if last {
 			return fmt.Errorf("remove user %q: %w", name, keys.ErrLastAdmin)
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM users WHERE id = ?", u.ID); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM users WHERE id = ?", u.ID); err != nil {
 			return fmt.Errorf("delete user %q: %w", name, err)
 		}
 		return insertAudit(ctx, tx, rec)
@@ -138,8 +130,8 @@ func (s *SQLite) DeleteUser(ctx context.Context, name string, rec audit.Entry) e
 }
 
 // SetUserDisabled disables or enables a user.
-func (s *SQLite) SetUserDisabled(ctx context.Context, name string, disabled bool, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) SetUserDisabled(ctx context.Context, name string, disabled bool, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, name)
 		if err != nil {
 			return err
@@ -153,7 +145,7 @@ func (s *SQLite) SetUserDisabled(ctx context.Context, name string, disabled bool
 				return fmt.Errorf("disable user %q: %w", name, keys.ErrLastAdmin)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE users SET disabled = ? WHERE id = ?", disabled, u.ID); err != nil {
+		if _, err := tx.exec(ctx, "UPDATE users SET disabled = ? WHERE id = ?", disabled, u.ID); err != nil {
 			return fmt.Errorf("update user %q: %w", name, err)
 		}
 		return insertAudit(ctx, tx, rec)
@@ -161,13 +153,13 @@ func (s *SQLite) SetUserDisabled(ctx context.Context, name string, disabled bool
 }
 
 // GetUser returns a user by name.
-func (s *SQLite) GetUser(ctx context.Context, name string) (keys.User, error) {
-	return getUser(ctx, s.reader, name)
+func (s *Store) GetUser(ctx context.Context, name string) (keys.User, error) {
+	return getUser(ctx, s.read(), name)
 }
 
 // ListUsers returns every user ordered by name.
-func (s *SQLite) ListUsers(ctx context.Context) ([]keys.User, error) {
-	rows, err := s.reader.QueryContext(ctx, "SELECT "+userCols+" FROM users ORDER BY name")
+func (s *Store) ListUsers(ctx context.Context) ([]keys.User, error) {
+	rows, err := s.read().query(ctx, "SELECT "+userCols+" FROM users ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
@@ -184,13 +176,13 @@ func (s *SQLite) ListUsers(ctx context.Context) ([]keys.User, error) {
 }
 
 // CountEnabledAdmins counts admins that are not disabled.
-func (s *SQLite) CountEnabledAdmins(ctx context.Context) (int, error) {
-	return countEnabledAdmins(ctx, s.reader)
+func (s *Store) CountEnabledAdmins(ctx context.Context) (int, error) {
+	return countEnabledAdmins(ctx, s.read())
 }
 
 // AddKeys adds keys to user, all or none.
-func (s *SQLite) AddKeys(ctx context.Context, user string, ks []keys.Key, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) AddKeys(ctx context.Context, user string, ks []keys.Key, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, user)
 		if err != nil {
 			return err
@@ -204,14 +196,14 @@ func (s *SQLite) AddKeys(ctx context.Context, user string, ks []keys.Key, rec au
 
 // DeleteKey removes one key of user, refusing the last key of the last
 // enabled admin.
-func (s *SQLite) DeleteKey(ctx context.Context, user, fingerprint string, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) DeleteKey(ctx context.Context, user, fingerprint string, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, user)
 		if err != nil {
 			return err
 		}
 		var id int64
-		err = tx.QueryRowContext(ctx, "SELECT id FROM ssh_keys WHERE user_id = ? AND fingerprint = ?", u.ID, fingerprint).Scan(&id)
+		err = tx.queryRow(ctx, "SELECT id FROM ssh_keys WHERE user_id = ? AND fingerprint = ?", u.ID, fingerprint).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("key %s of user %q: %w", fingerprint, user, keys.ErrNotFound)
 		}
@@ -224,14 +216,14 @@ func (s *SQLite) DeleteKey(ctx context.Context, user, fingerprint string, rec au
 		}
 		if last {
 			var n int
-			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM ssh_keys WHERE user_id = ?", u.ID).Scan(&n); err != nil {
+			if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM ssh_keys WHERE user_id = ?", u.ID).Scan(&n); err != nil {
 				return fmt.Errorf("count keys of %q: %w", user, err)
 			}
 			if n <= 1 {
 				return fmt.Errorf("remove the last key of %q: %w", user, keys.ErrLastAdmin)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM ssh_keys WHERE id = ?", id); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM ssh_keys WHERE id = ?", id); err != nil {
 			return fmt.Errorf("delete key %s: %w", fingerprint, err)
 		}
 		return insertAudit(ctx, tx, rec)
@@ -257,12 +249,12 @@ func scanKey(r scanner) (keys.Key, error) {
 }
 
 // ListKeys returns user's SSH keys, oldest first.
-func (s *SQLite) ListKeys(ctx context.Context, user string) ([]keys.Key, error) {
-	u, err := getUser(ctx, s.reader, user)
+func (s *Store) ListKeys(ctx context.Context, user string) ([]keys.Key, error) {
+	u, err := getUser(ctx, s.read(), user)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.reader.QueryContext(ctx, "SELECT "+keyCols+" FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.user_id = ? ORDER BY k.id", u.ID)
+	rows, err := s.read().query(ctx, "SELECT "+keyCols+" FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.user_id = ? ORDER BY k.id", u.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list keys of %q: %w", user, err)
 	}
@@ -279,8 +271,8 @@ func (s *SQLite) ListKeys(ctx context.Context, user string) ([]keys.Key, error) 
 }
 
 // KeyByFingerprint returns the key with fingerprint and its owner.
-func (s *SQLite) KeyByFingerprint(ctx context.Context, fingerprint string) (keys.Key, keys.User, error) {
-	row := s.reader.QueryRowContext(ctx, "SELECT "+keyCols+", u.id, u.name, u.role, u.disabled, u.created FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.fingerprint = ?", fingerprint)
+func (s *Store) KeyByFingerprint(ctx context.Context, fingerprint string) (keys.Key, keys.User, error) {
+	row := s.read().queryRow(ctx, "SELECT "+keyCols+", u.id, u.name, u.role, u.disabled, u.created FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.fingerprint = ?", fingerprint)
 	var k keys.Key
 	var line, role string
 	var kc, uc int64
@@ -302,13 +294,13 @@ func (s *SQLite) KeyByFingerprint(ctx context.Context, fingerprint string) (keys
 }
 
 // CreateAPIKey stores an API key with the SHA-256 of its token.
-func (s *SQLite) CreateAPIKey(ctx context.Context, k keys.APIKey, hash []byte, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) CreateAPIKey(ctx context.Context, k keys.APIKey, hash []byte, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, k.User)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO api_keys (id, user_id, name, hash, scopes, created, expires)
+		_, err = tx.exec(ctx, `INSERT INTO api_keys (id, user_id, name, hash, scopes, created, expires)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`, k.ID, u.ID, k.Name, hash, strings.Join(k.Scopes, " "),
 			nanos(k.Created), nullNanos(k.Expires))
 		if isUnique(err) {
@@ -339,8 +331,8 @@ func scanAPIKey(r scanner, extra ...any) (keys.APIKey, error) {
 }
 
 // APIKeyByID returns an API key, its token hash and its owner.
-func (s *SQLite) APIKeyByID(ctx context.Context, id string) (keys.APIKey, []byte, keys.User, error) {
-	row := s.reader.QueryRowContext(ctx, "SELECT "+apiKeyCols+", a.hash, u.id, u.name, u.role, u.disabled, u.created FROM api_keys a JOIN users u ON u.id = a.user_id WHERE a.id = ?", id)
+func (s *Store) APIKeyByID(ctx context.Context, id string) (keys.APIKey, []byte, keys.User, error) {
+	row := s.read().queryRow(ctx, "SELECT "+apiKeyCols+", a.hash, u.id, u.name, u.role, u.disabled, u.created FROM api_keys a JOIN users u ON u.id = a.user_id WHERE a.id = ?", id)
 	var hash []byte
 	var u keys.User
 	var role string
@@ -357,12 +349,12 @@ func (s *SQLite) APIKeyByID(ctx context.Context, id string) (keys.APIKey, []byte
 }
 
 // ListAPIKeys returns user's API keys, oldest first.
-func (s *SQLite) ListAPIKeys(ctx context.Context, user string) ([]keys.APIKey, error) {
-	u, err := getUser(ctx, s.reader, user)
+func (s *Store) ListAPIKeys(ctx context.Context, user string) ([]keys.APIKey, error) {
+	u, err := getUser(ctx, s.read(), user)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.reader.QueryContext(ctx, "SELECT "+apiKeyCols+" FROM api_keys a JOIN users u ON u.id = a.user_id WHERE a.user_id = ? ORDER BY a.created, a.id", u.ID)
+	rows, err := s.read().query(ctx, "SELECT "+apiKeyCols+" FROM api_keys a JOIN users u ON u.id = a.user_id WHERE a.user_id = ? ORDER BY a.created, a.id", u.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys of %q: %w", user, err)
 	}
@@ -380,13 +372,13 @@ func (s *SQLite) ListAPIKeys(ctx context.Context, user string) ([]keys.APIKey, e
 
 // RevokeAPIKey marks user's API key id revoked at at. Revoking twice keeps the
 // first time.
-func (s *SQLite) RevokeAPIKey(ctx context.Context, user, id string, at time.Time, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) RevokeAPIKey(ctx context.Context, user, id string, at time.Time, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, user)
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, "UPDATE api_keys SET revoked = COALESCE(revoked, ?) WHERE id = ? AND user_id = ?", nanos(at), id, u.ID)
+		res, err := tx.exec(ctx, "UPDATE api_keys SET revoked = COALESCE(revoked, ?) WHERE id = ? AND user_id = ?", nanos(at), id, u.ID)
 		if err != nil {
 			return fmt.Errorf("revoke api key %s: %w", id, err)
 		}
@@ -398,8 +390,8 @@ func (s *SQLite) RevokeAPIKey(ctx context.Context, user, id string, at time.Time
 }
 
 // TouchAPIKey records a use of API key id.
-func (s *SQLite) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
-	if _, err := s.writer.ExecContext(ctx, "UPDATE api_keys SET last_used = ? WHERE id = ?", nanos(at), id); err != nil {
+func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
+	if _, err := s.write().exec(ctx, "UPDATE api_keys SET last_used = ? WHERE id = ?", nanos(at), id); err != nil {
 		return fmt.Errorf("touch api key %s: %w", id, err)
 	}
 	return nil

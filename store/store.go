@@ -1,7 +1,15 @@
-// Package store keeps sbx's state in SQLite (modernc.org/sqlite, pure Go, so
-// the binary stays static). All SQL lives here; the core talks to the small
-// interfaces keys.Store and audit.Store, which a PostgreSQL store can
-// implement too.
+// Package store keeps sbx's state in SQL, behind the small interfaces the
+// core talks to (keys.Store, keys.WebStore, audit.Store, accounts.Store,
+// fleet.Store, fleet.MCPStore). One implementation over database/sql serves
+// two databases: SQLite (modernc.org/sqlite, pure Go, so the binary stays
+// static) for a gateway on its own, and PostgreSQL (pgx's database/sql
+// driver) for gateways that share one database (store/postgres adds what
+// only a shared database needs).
+//
+// Queries are written once with ? placeholders; rebind turns them into
+// PostgreSQL's $1, $2, … in one place. Each dialect has its own migrations
+// folder (migrations/sqlite, migrations/postgres) with the same numbers and
+// names, so a schema_migrations row means the same in both.
 package store
 
 import (
@@ -11,132 +19,146 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/keys"
 )
 
-// SQLite is the embedded store. Writes go through a single connection whose
-// transactions begin IMMEDIATE, so two writers never deadlock upgrading a
-// read lock; reads use a separate pool and, under WAL, never wait for writers.
-type SQLite struct {
-	path   string
+// Store is the SQL store. Writes run one at a time (SQLite: one connection
+// whose transactions begin IMMEDIATE; PostgreSQL: one advisory lock per
+// transaction), so the checks that guard invariants across rows (the last
+// enabled admin, one default account) see every committed write. Reads never
+// wait for writers.
+type Store struct {
+	d      dialect
 	writer *sql.DB
-	reader *sql.DB
+	reader *sql.DB // the writer's pool on PostgreSQL
 }
 
 var (
-	_ keys.Store  = (*SQLite)(nil)
-	_ audit.Store = (*SQLite)(nil)
+	_ keys.Store     = (*Store)(nil)
+	_ keys.WebStore  = (*Store)(nil)
+	_ audit.Store    = (*Store)(nil)
+	_ accounts.Store = (*Store)(nil)
+	_ fleet.Store    = (*Store)(nil)
+	_ fleet.MCPStore = (*Store)(nil)
 )
 
-// FileName is the database's name inside the data dir.
-const FileName = "sbx.db"
-
-//go:embed migrations/*.sql
+//go:embed migrations/*/*.sql
 var migrationFiles embed.FS
 
-// busyTimeout is how long a writer waits for another process's write lock.
-const busyTimeout = 5 * time.Second
-
-// dsn builds the modernc DSN. synchronous=FULL: in WAL mode NORMAL may lose
-// the last commits on power loss; our writes are few (users, keys, audit rows)
-// and each one is an operator action we must not forget, so an fsync per
-// commit is the right price.
-func dsn(path string, readOnly bool) string {
-	q := []string{
-		"_pragma=" + fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()),
-		"_pragma=journal_mode(WAL)",
-		"_pragma=foreign_keys(1)",
-		"_pragma=synchronous(FULL)",
-		"_txlock=immediate",
-	}
-	if readOnly {
-		q = append(q, "_pragma=query_only(1)")
-	}
-	return "file:" + path + "?" + strings.Join(q, "&")
+// dialect is what differs between the databases; the queries do not.
+type dialect struct {
+	name string // the folder of its migrations
+	// numbered: placeholders are $1, $2, … rather than ?.
+	numbered bool
+	// bootstrap creates the migration ledger.
+	bootstrap string
+	// lock, when set, is the statement a write transaction runs first, with
+	// one of the lock keys below: it makes writers through other pools (other
+	// gateways) take turns.
+	lock string
 }
 
-// Open opens (creating if needed) the database at path and applies pending
-// migrations, each in its own transaction. It refuses a database written by a
-// newer sbx.
-func Open(ctx context.Context, path string) (*SQLite, error) {
-	if path == "" || strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open store %q: path must be non-empty and contain no ? or #", path)
+// Advisory lock keys (pg_advisory_xact_lock takes a bigint).
+const (
+	lockMigrate int64 = 0x5b5_0001
+	lockWrite   int64 = 0x5b5_0002
+)
+
+func sqliteDialect() dialect {
+	return dialect{name: "sqlite", bootstrap: `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied INTEGER NOT NULL)`}
+}
+
+func postgresDialect() dialect {
+	return dialect{name: "postgres", numbered: true, lock: "SELECT pg_advisory_xact_lock(?)",
+		bootstrap: `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)`}
+}
+
+// rebind writes query's ? placeholders in the dialect's form. Queries hold
+// no ? inside string literals; rebind skips quoted text all the same.
+func (d dialect) rebind(query string) string {
+	if !d.numbered || !strings.Contains(query, "?") {
+		return query
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	// Create the file owner-only before SQLite does (it would use 0644); it
-	// holds key hashes and the audit log.
-	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	} else {
-		f.Close()
-	}
-	writer, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	writer.SetMaxOpenConns(1)
-	writer.SetMaxIdleConns(1)
-	writer.SetConnMaxLifetime(0)
-	s := &SQLite{path: path, writer: writer}
-	if err := s.migrate(ctx); err != nil {
-		writer.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	// SQLite creates the -wal and -shm files with the default mode.
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			writer.Close()
-			return nil, fmt.Errorf("open store %s: %w", path, err)
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n, quoted := 0, false
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case c == '\'':
+			quoted = !quoted
+		case c == '?' && !quoted:
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
 		}
+		b.WriteByte(c)
 	}
-	reader, err := sql.Open("sqlite", dsn(path, true))
-	if err != nil {
-		writer.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+	return b.String()
+}
+
+// runner is what a pool and a transaction share.
+type runner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// conn runs queries written with ? on a pool or a transaction, rebound for
+// its dialect.
+type conn struct {
+	r runner
+	d dialect
+}
+
+func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return c.r.ExecContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return c.r.QueryContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return c.r.QueryRowContext(ctx, c.d.rebind(query), args...)
+}
+
+// read is the pool for reads; write is the pool for writes outside a
+// transaction (one statement).
+func (s *Store) read() conn  { return conn{s.reader, s.d} }
+func (s *Store) write() conn { return conn{s.writer, s.d} }
+
+// OpenPostgres opens the store on db, a PostgreSQL pool of pgx's
+// database/sql driver, and applies pending migrations. It refuses a
+// database written by a newer sbx. Closing the store closes db.
+func OpenPostgres(ctx context.Context, db *sql.DB) (*Store, error) {
+	s := &Store{d: postgresDialect(), writer: db, reader: db}
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
 	}
-	reader.SetMaxOpenConns(4)
-	s.reader = reader
 	return s, nil
 }
 
 // Close closes the database.
-func (s *SQLite) Close() error {
+func (s *Store) Close() error {
+	if s.reader == s.writer {
+		return s.writer.Close()
+	}
 	return errors.Join(s.reader.Close(), s.writer.Close())
-}
-
-// Path is the database file.
-func (s *SQLite) Path() string { return s.path }
-
-// IntegrityCheck runs PRAGMA integrity_check and returns its verdict ("ok"
-// when healthy).
-func (s *SQLite) IntegrityCheck(ctx context.Context) (string, error) {
-	var res []string
-	rows, err := s.writer.QueryContext(ctx, "PRAGMA integrity_check")
-	if err != nil {
-		return "", fmt.Errorf("integrity check: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return "", fmt.Errorf("integrity check: %w", err)
-		}
-		res = append(res, line)
-	}
-	return strings.Join(res, "\n"), rows.Err()
 }
 
 type migration struct {
@@ -145,8 +167,10 @@ type migration struct {
 	sql     string
 }
 
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+// migrations reads the dialect's migrations, numbered 1..n.
+func (d dialect) migrations() ([]migration, error) {
+	dir := "migrations/" + d.name
+	entries, err := fs.ReadDir(migrationFiles, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +181,7 @@ func migrations() ([]migration, error) {
 		if !ok || err != nil || v <= 0 || !strings.HasSuffix(e.Name(), ".sql") {
 			return nil, fmt.Errorf("migration file %q: want NNNN_name.sql", e.Name())
 		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		b, err := migrationFiles.ReadFile(dir + "/" + e.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -172,17 +196,18 @@ func migrations() ([]migration, error) {
 	return ms, nil
 }
 
-// SchemaVersion is the highest migration this binary knows.
+// SchemaVersion is the highest migration this binary knows (the same in
+// both dialects; a test keeps the sets equal).
 func SchemaVersion() int {
-	ms, err := migrations()
+	ms, err := sqliteDialect().migrations()
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
 	return ms[len(ms)-1].version
 }
 
-func (s *SQLite) migrate(ctx context.Context) error {
-	ms, err := migrations()
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := s.d.migrations()
 	if err != nil {
 		return err
 	}
@@ -191,73 +216,86 @@ func (s *SQLite) migrate(ctx context.Context) error {
 
 // apply runs the migrations ms (numbered 1..n) the database lacks, each in
 // its own transaction with its schema_migrations row: a migration that fails
-// leaves nothing of itself behind.
-func (s *SQLite) apply(ctx context.Context, ms []migration) error {
-	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
+// leaves nothing of itself behind. Each transaction holds the migration lock
+// and reads the version afresh, so gateways starting together migrate once.
+func (s *Store) apply(ctx context.Context, ms []migration) error {
 	known := len(ms)
+	pending := func(tx conn) (int, error) {
+		if _, err := tx.exec(ctx, s.d.bootstrap); err != nil {
+			return 0, fmt.Errorf("create schema_migrations: %w", err)
+		}
+		var cur int
+		if err := tx.queryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&cur); err != nil {
+			return 0, fmt.Errorf("read schema version: %w", err)
+		}
+		if cur > known {
+			return 0, fmt.Errorf("database schema version %d is newer than this sbx (knows up to %d): upgrade sbx", cur, known)
+		}
+		return cur, nil
+	}
+	if known == 0 {
+		return s.tx(ctx, lockMigrate, func(tx conn) error {
+			_, err := pending(tx)
+			return err
+		})
+	}
 	for _, m := range ms {
-		err := s.tx(ctx, func(tx *sql.Tx) error {
-			// Read the version inside the (immediate) transaction: another
-			// process may have migrated since.
-			var cur int
-			if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&cur); err != nil {
-				return fmt.Errorf("read schema version: %w", err)
+		err := s.tx(ctx, lockMigrate, func(tx conn) error {
+			cur, err := pending(tx)
+			if err != nil || cur >= m.version {
+				return err
 			}
-			if cur > known {
-				return fmt.Errorf("database schema version %d is newer than this sbx (knows up to %d): upgrade sbx", cur, known)
-			}
-			if cur >= m.version {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			if _, err := tx.exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("apply migration %s: %w", m.name, err)
 			}
-			_, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
-				m.version, m.name, time.Now().UnixNano())
-			return err
+			if _, err := tx.exec(ctx, "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
+				m.version, m.name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("record migration %s: %w", m.name, err)
+			}
+			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
-	if known == 0 {
-		var cur int
-		if err := s.writer.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&cur); err != nil {
-			return err
+	return nil
+}
+
+// tx runs fn in a write transaction holding the lock key (SQLite: BEGIN
+// IMMEDIATE on the single writer) and commits if fn returns nil.
+func (s *Store) tx(ctx context.Context, key int64, fn func(conn) error) error {
+	sqlTx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	// SQLite's writer pool has one connection: a transaction left open by a
+	// panic would block every later write, so roll back before re-panicking.
+	defer func() {
+		if p := recover(); p != nil {
+			_ = sqlTx.Rollback()
+			panic(p)
 		}
-		if cur > 0 {
-			return fmt.Errorf("database schema version %d is newer than this sbx (knows up to 0)", cur)
+	}()
+	tx := conn{sqlTx, s.d}
+	if s.d.lock != "" {
+		if _, err := tx.exec(ctx, s.d.lock, key); err != nil {
+			_ = sqlTx.Rollback()
+			return fmt.Errorf("take write lock: %w", err)
 		}
+	}
+	if err := fn(tx); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
 
-// tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits if fn
-// returns nil.
-func (s *SQLite) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	// The writer pool has one connection: a transaction left open by a
-	// panic would block every later write, so roll back before re-panicking.
-	defer func() {
-		if p := recover(); p != nil {
-			_ = tx.Rollback()
-			panic(p)
-		}
-	}()
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+// update runs fn in a write transaction holding the write lock.
+func (s *Store) update(ctx context.Context, fn func(conn) error) error {
+	return s.tx(ctx, lockWrite, fn)
 }
 
 // isUnique reports whether err is a UNIQUE or PRIMARY KEY violation.
@@ -267,7 +305,18 @@ func isUnique(err error) bool {
 		c := se.Code()
 		return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 	}
-	return false
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// isForeignKey reports whether err is a foreign key violation.
+func isForeignKey(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503"
 }
 
 func nanos(t time.Time) int64 { return t.UnixNano() }

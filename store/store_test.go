@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -124,86 +123,91 @@ func TestOpenRefusesBadPath(t *testing.T) {
 // once: IMMEDIATE transactions and the busy timeout serialise them without
 // SQLITE_BUSY or deadlock.
 func TestConcurrentWriters(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sbx.db")
-	a, b := open(t, path), open(t, path)
-	var wg sync.WaitGroup
-	errs := make(chan error, 100)
-	for w, s := range []*SQLite{a, b, a, b} {
-		wg.Go(func() {
-			for i := range 15 {
-				name := fmt.Sprintf("u%d-%d", w, i)
-				if _, err := s.CreateUser(ctx, keys.User{Name: name, Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, name)}, testRec); err != nil {
-					errs <- err
+	eachDialect(t, func(t *testing.T, connect func(testing.TB) *Store) {
+		a, b := connect(t), connect(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 100)
+		for w, s := range []*Store{a, b, a, b} {
+			wg.Go(func() {
+				for i := range 15 {
+					name := fmt.Sprintf("u%d-%d", w, i)
+					if _, err := s.CreateUser(ctx, keys.User{Name: name, Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, name)}, testRec); err != nil {
+						errs <- err
+					}
+					if err := s.SetUserDisabled(ctx, name, true, testRec); err != nil && !errors.Is(err, keys.ErrLastAdmin) {
+						errs <- err
+					}
 				}
-				if err := s.SetUserDisabled(ctx, name, true, testRec); err != nil && !errors.Is(err, keys.ErrLastAdmin) {
-					errs <- err
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	users, _ := a.ListUsers(ctx)
-	if len(users) != 60 {
-		t.Errorf("%d users, want 60", len(users))
-	}
-	// With every admin racing to disable, exactly one stays enabled.
-	if n, _ := b.CountEnabledAdmins(ctx); n != 1 {
-		t.Errorf("%d enabled admins after racing disables, want 1", n)
-	}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		users, _ := a.ListUsers(ctx)
+		if len(users) != 60 {
+			t.Errorf("%d users, want 60", len(users))
+		}
+		// With every admin racing to disable, exactly one stays enabled.
+		if n, _ := b.CountEnabledAdmins(ctx); n != 1 {
+			t.Errorf("%d enabled admins after racing disables, want 1", n)
+		}
+	})
 }
 
 func TestAuditRoundTrip(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "sbx.db"))
-	t0 := time.Date(2026, 11, 29, 10, 0, 0, 123, time.UTC)
-	for i := range 5 {
-		e := audit.Entry{Time: t0.Add(time.Duration(i) * time.Minute), Actor: []string{"a", "b"}[i%2], Front: "ssh",
-			Action: "user.add", Target: fmt.Sprint(i), Addr: "192.0.2.1", Result: audit.ResultOK, Detail: "d"}
-		if _, err := s.InsertAudit(ctx, e); err != nil {
+	eachDialect(t, func(t *testing.T, connect func(testing.TB) *Store) {
+		s := connect(t)
+		t0 := time.Date(2026, 11, 29, 10, 0, 0, 123, time.UTC)
+		for i := range 5 {
+			e := audit.Entry{Time: t0.Add(time.Duration(i) * time.Minute), Actor: []string{"a", "b"}[i%2], Front: "ssh",
+				Action: "user.add", Target: fmt.Sprint(i), Addr: "192.0.2.1", Result: audit.ResultOK, Detail: "d"}
+			if _, err := s.InsertAudit(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.ListAudit(ctx, audit.Filter{User: "a", Since: t0.Add(time.Minute), Limit: 10})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	got, err := s.ListAudit(ctx, audit.Filter{User: "a", Since: t0.Add(time.Minute), Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || got[0].Target != "4" || got[1].Target != "2" || !got[0].Time.Equal(t0.Add(4*time.Minute)) {
-		t.Errorf("got %+v", got)
-	}
+		if len(got) != 2 || got[0].Target != "4" || got[1].Target != "2" || !got[0].Time.Equal(t0.Add(4*time.Minute)) {
+			t.Errorf("got %+v", got)
+		}
+	})
 }
 
 func TestErrorsAreSentinels(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "sbx.db"))
-	k := newKey(t, "a")
-	if _, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{k}, testRec); err != nil {
-		t.Fatal(err)
-	}
-	checks := []struct {
-		name string
-		err  error
-		want error
-	}{
-		{"dup user", second(s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleOperator}, []keys.Key{newKey(t, "a")}, testRec)), keys.ErrExists},
-		{"dup key", second(s.CreateUser(ctx, keys.User{Name: "b", Role: keys.RoleOperator}, []keys.Key{k}, testRec)), keys.ErrExists},
-		{"missing user", second(s.GetUser(ctx, "zz")), keys.ErrNotFound},
-		{"keys of missing user", second(s.ListKeys(ctx, "zz")), keys.ErrNotFound},
-		{"add keys to missing user", s.AddKeys(ctx, "zz", []keys.Key{newKey(t, "zz")}, testRec), keys.ErrNotFound},
-		{"unknown fingerprint", third(s.KeyByFingerprint(ctx, "SHA256:x")), keys.ErrNotFound},
-		{"unknown api key", fourth(s.APIKeyByID(ctx, "nope")), keys.ErrNotFound},
-		{"revoke unknown api key", s.RevokeAPIKey(ctx, "a", "nope", time.Now(), testRec), keys.ErrNotFound},
-		{"last admin", s.DeleteUser(ctx, "a", testRec), keys.ErrLastAdmin},
-	}
-	for _, c := range checks {
-		if !errors.Is(c.err, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+	eachDialect(t, func(t *testing.T, connect func(testing.TB) *Store) {
+		s := connect(t)
+		k := newKey(t, "a")
+		if _, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{k}, testRec); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := s.GetUser(ctx, "b"); !errors.Is(err, keys.ErrNotFound) {
-		t.Errorf("user b was half-written: %v", err)
-	}
+		checks := []struct {
+			name string
+			err  error
+			want error
+		}{
+			{"dup user", second(s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleOperator}, []keys.Key{newKey(t, "a")}, testRec)), keys.ErrExists},
+			{"dup key", second(s.CreateUser(ctx, keys.User{Name: "b", Role: keys.RoleOperator}, []keys.Key{k}, testRec)), keys.ErrExists},
+			{"missing user", second(s.GetUser(ctx, "zz")), keys.ErrNotFound},
+			{"keys of missing user", second(s.ListKeys(ctx, "zz")), keys.ErrNotFound},
+			{"add keys to missing user", s.AddKeys(ctx, "zz", []keys.Key{newKey(t, "zz")}, testRec), keys.ErrNotFound},
+			{"unknown fingerprint", third(s.KeyByFingerprint(ctx, "SHA256:x")), keys.ErrNotFound},
+			{"unknown api key", fourth(s.APIKeyByID(ctx, "nope")), keys.ErrNotFound},
+			{"revoke unknown api key", s.RevokeAPIKey(ctx, "a", "nope", time.Now(), testRec), keys.ErrNotFound},
+			{"last admin", s.DeleteUser(ctx, "a", testRec), keys.ErrLastAdmin},
+		}
+		for _, c := range checks {
+			if !errors.Is(c.err, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+			}
+		}
+		if _, err := s.GetUser(ctx, "b"); !errors.Is(err, keys.ErrNotFound) {
+			t.Errorf("user b was half-written: %v", err)
+		}
+	})
 }
 
 func second[T any](_ T, err error) error                 { return err }
@@ -237,48 +241,52 @@ func BenchmarkKeyByFingerprint(b *testing.B) {
 // committed, so a kill between the two kept the change and lost its row (the
 // crash test found it). Now a failing audit insert undoes the change.
 func TestRegressionAuditRowLostOnCrash(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "sbx.db"))
-	broken := audit.Entry{} // no action: the insert fails
-	if _, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, broken); err == nil {
-		t.Fatal("CreateUser succeeded with a failing audit row")
-	}
-	if _, err := s.GetUser(ctx, "a"); !errors.Is(err, keys.ErrNotFound) {
-		t.Errorf("user kept without its audit row: %v", err)
-	}
-	if _, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, testRec); err != nil {
-		t.Fatal(err)
-	}
-	rows, _ := s.ListAudit(ctx, audit.Filter{})
-	if len(rows) != 1 || rows[0].Action != "test" {
-		t.Errorf("rows %+v", rows)
-	}
+	eachDialect(t, func(t *testing.T, connect func(testing.TB) *Store) {
+		s := connect(t)
+		broken := audit.Entry{} // no action: the insert fails
+		if _, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, broken); err == nil {
+			t.Fatal("CreateUser succeeded with a failing audit row")
+		}
+		if _, err := s.GetUser(ctx, "a"); !errors.Is(err, keys.ErrNotFound) {
+			t.Errorf("user kept without its audit row: %v", err)
+		}
+		if _, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, testRec); err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := s.ListAudit(ctx, audit.Filter{})
+		if len(rows) != 1 || rows[0].Action != "test" {
+			t.Errorf("rows %+v", rows)
+		}
+	})
 }
 
 // A panic inside a write transaction must not leave the single writer
 // connection stuck in that transaction.
 func TestPanicInTransactionReleasesWriter(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "sbx.db"))
-	func() {
-		defer func() { recover() }()
-		s.tx(ctx, func(tx *sql.Tx) error {
-			tx.ExecContext(ctx, "INSERT INTO users (name, role, created) VALUES ('p', 'admin', 0)")
-			panic("boom")
-		})
-	}()
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, testRec)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+	eachDialect(t, func(t *testing.T, connect func(testing.TB) *Store) {
+		s := connect(t)
+		func() {
+			defer func() { recover() }()
+			s.update(ctx, func(tx conn) error {
+				tx.exec(ctx, "INSERT INTO users (name, role, created) VALUES ('p', 'admin', 0)")
+				panic("boom")
+			})
+		}()
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.CreateUser(ctx, keys.User{Name: "a", Role: keys.RoleAdmin, Created: time.Now()}, []keys.Key{newKey(t, "a")}, testRec)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("writer stuck after a panic inside a transaction")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("writer stuck after a panic inside a transaction")
-	}
-	if _, err := s.GetUser(ctx, "p"); !errors.Is(err, keys.ErrNotFound) {
-		t.Errorf("the panicking transaction's write was kept: %v", err)
-	}
+		if _, err := s.GetUser(ctx, "p"); !errors.Is(err, keys.ErrNotFound) {
+			t.Errorf("the panicking transaction's write was kept: %v", err)
+		}
+	})
 }

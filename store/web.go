@@ -14,20 +14,18 @@ import (
 	"sbx.dev/sbx/keys"
 )
 
-var _ keys.WebStore = (*SQLite)(nil)
-
 // CreateLoginLink stores a one-time login link's hash for user.
-func (s *SQLite) CreateLoginLink(ctx context.Context, user string, hash []byte, created, expires time.Time, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) CreateLoginLink(ctx context.Context, user string, hash []byte, created, expires time.Time, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, user)
 		if err != nil {
 			return err
 		}
 		// Spent and expired links are worthless; drop them as new ones come.
-		if _, err := tx.ExecContext(ctx, "DELETE FROM login_links WHERE expires <= ? OR used IS NOT NULL", nanos(created)); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM login_links WHERE expires <= ? OR used IS NOT NULL", nanos(created)); err != nil {
 			return fmt.Errorf("prune login links: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO login_links (hash, user_id, created, expires) VALUES (?, ?, ?, ?)",
+		if _, err := tx.exec(ctx, "INSERT INTO login_links (hash, user_id, created, expires) VALUES (?, ?, ?, ?)",
 			hash, u.ID, nanos(created), nanos(expires)); err != nil {
 			return fmt.Errorf("insert login link for %q: %w", user, err)
 		}
@@ -36,12 +34,13 @@ func (s *SQLite) CreateLoginLink(ctx context.Context, user string, hash []byte, 
 }
 
 // UseLoginLink spends the link: one UPDATE marks it used only if it is
-// unused and unexpired, so two browsers racing for one link get one session.
-func (s *SQLite) UseLoginLink(ctx context.Context, hash []byte, now time.Time) (keys.User, error) {
+// unused and unexpired, so two browsers racing for one link (even through
+// two gateways) get one session.
+func (s *Store) UseLoginLink(ctx context.Context, hash []byte, now time.Time) (keys.User, error) {
 	var u keys.User
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.update(ctx, func(tx conn) error {
 		var userID int64
-		err := tx.QueryRowContext(ctx, `UPDATE login_links SET used = ?
+		err := tx.queryRow(ctx, `UPDATE login_links SET used = ?
 			WHERE hash = ? AND used IS NULL AND expires > ? RETURNING user_id`, nanos(now), hash, nanos(now)).Scan(&userID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("login link: %w", keys.ErrNotFound)
@@ -49,7 +48,7 @@ func (s *SQLite) UseLoginLink(ctx context.Context, hash []byte, now time.Time) (
 		if err != nil {
 			return fmt.Errorf("use login link: %w", err)
 		}
-		u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE id = ?", userID))
+		u, err = scanUser(tx.queryRow(ctx, "SELECT "+userCols+" FROM users WHERE id = ?", userID))
 		if err != nil {
 			return fmt.Errorf("user of login link: %w", err)
 		}
@@ -59,13 +58,13 @@ func (s *SQLite) UseLoginLink(ctx context.Context, hash []byte, now time.Time) (
 }
 
 // CreateWebSession records a login.
-func (s *SQLite) CreateWebSession(ctx context.Context, ws keys.WebSession, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Store) CreateWebSession(ctx context.Context, ws keys.WebSession, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
 		u, err := getUser(ctx, tx, ws.User)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO web_sessions (id, user_id, created, last_seen, addr, agent)
+		if _, err := tx.exec(ctx, `INSERT INTO web_sessions (id, user_id, created, last_seen, addr, agent)
 			VALUES (?, ?, ?, ?, ?, ?)`, ws.ID, u.ID, nanos(ws.Created), nanos(ws.LastSeen), ws.Addr, ws.Agent); err != nil {
 			return fmt.Errorf("insert web session of %q: %w", ws.User, err)
 		}
@@ -86,15 +85,15 @@ func scanWebSession(r scanner) (keys.WebSession, error) {
 }
 
 // WebSession returns a login with its user.
-func (s *SQLite) WebSession(ctx context.Context, id string) (keys.WebSession, keys.User, error) {
-	ws, err := scanWebSession(s.reader.QueryRowContext(ctx, "SELECT "+webSessionCols+" FROM web_sessions w JOIN users u ON u.id = w.user_id WHERE w.id = ?", id))
+func (s *Store) WebSession(ctx context.Context, id string) (keys.WebSession, keys.User, error) {
+	ws, err := scanWebSession(s.read().queryRow(ctx, "SELECT "+webSessionCols+" FROM web_sessions w JOIN users u ON u.id = w.user_id WHERE w.id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return keys.WebSession{}, keys.User{}, fmt.Errorf("web session: %w", keys.ErrNotFound)
 	}
 	if err != nil {
 		return keys.WebSession{}, keys.User{}, fmt.Errorf("get web session: %w", err)
 	}
-	u, err := getUser(ctx, s.reader, ws.User)
+	u, err := getUser(ctx, s.read(), ws.User)
 	if err != nil {
 		return keys.WebSession{}, keys.User{}, err
 	}
@@ -102,8 +101,8 @@ func (s *SQLite) WebSession(ctx context.Context, id string) (keys.WebSession, ke
 }
 
 // ListWebSessions lists a user's logins, newest first.
-func (s *SQLite) ListWebSessions(ctx context.Context, user string) ([]keys.WebSession, error) {
-	rows, err := s.reader.QueryContext(ctx, "SELECT "+webSessionCols+" FROM web_sessions w JOIN users u ON u.id = w.user_id WHERE u.name = ? ORDER BY w.created DESC", user)
+func (s *Store) ListWebSessions(ctx context.Context, user string) ([]keys.WebSession, error) {
+	rows, err := s.read().query(ctx, "SELECT "+webSessionCols+" FROM web_sessions w JOIN users u ON u.id = w.user_id WHERE u.name = ? ORDER BY w.created DESC", user)
 	if err != nil {
 		return nil, fmt.Errorf("list web sessions of %q: %w", user, err)
 	}
@@ -120,9 +119,9 @@ func (s *SQLite) ListWebSessions(ctx context.Context, user string) ([]keys.WebSe
 }
 
 // DeleteWebSession ends one login of user.
-func (s *SQLite) DeleteWebSession(ctx context.Context, user, id string, rec audit.Entry) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM web_sessions WHERE id = ? AND user_id = (SELECT id FROM users WHERE name = ?)", id, user)
+func (s *Store) DeleteWebSession(ctx context.Context, user, id string, rec audit.Entry) error {
+	return s.update(ctx, func(tx conn) error {
+		res, err := tx.exec(ctx, "DELETE FROM web_sessions WHERE id = ? AND user_id = (SELECT id FROM users WHERE name = ?)", id, user)
 		if err != nil {
 			return fmt.Errorf("delete web session of %q: %w", user, err)
 		}
@@ -134,8 +133,8 @@ func (s *SQLite) DeleteWebSession(ctx context.Context, user, id string, rec audi
 }
 
 // TouchWebSession records that a login was just used.
-func (s *SQLite) TouchWebSession(ctx context.Context, id string, at time.Time) error {
-	if _, err := s.writer.ExecContext(ctx, "UPDATE web_sessions SET last_seen = ? WHERE id = ?", nanos(at), id); err != nil {
+func (s *Store) TouchWebSession(ctx context.Context, id string, at time.Time) error {
+	if _, err := s.write().exec(ctx, "UPDATE web_sessions SET last_seen = ? WHERE id = ?", nanos(at), id); err != nil {
 		return fmt.Errorf("touch web session: %w", err)
 	}
 	return nil
@@ -144,12 +143,12 @@ func (s *SQLite) TouchWebSession(ctx context.Context, id string, at time.Time) e
 // SessionStore is the scs.Store (and scs.CtxStore) over the scs_sessions
 // table. Tokens are stored as their SHA-256, so the table opens no browser.
 type SessionStore struct {
-	db  *SQLite
+	db  *Store
 	now func() time.Time
 }
 
 // SessionStore returns the scs store; now is the clock (nil: time.Now).
-func (s *SQLite) SessionStore(now func() time.Time) *SessionStore {
+func (s *Store) SessionStore(now func() time.Time) *SessionStore {
 	if now == nil {
 		now = time.Now
 	}
@@ -164,7 +163,7 @@ func scsKey(token string) string {
 // FindCtx returns the data of an unexpired session.
 func (ss *SessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
 	var b []byte
-	err := ss.db.reader.QueryRowContext(ctx, "SELECT data FROM scs_sessions WHERE token = ? AND expiry > ?", scsKey(token), nanos(ss.now())).Scan(&b)
+	err := ss.db.read().queryRow(ctx, "SELECT data FROM scs_sessions WHERE token = ? AND expiry > ?", scsKey(token), nanos(ss.now())).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -185,13 +184,13 @@ func (ss *SessionStore) CommitCtx(ctx context.Context, token string, b []byte, e
 	key := scsKey(token)
 	var old []byte
 	var oldExpiry int64
-	err := ss.db.reader.QueryRowContext(ctx, "SELECT data, expiry FROM scs_sessions WHERE token = ?", key).Scan(&old, &oldExpiry)
+	err := ss.db.read().queryRow(ctx, "SELECT data, expiry FROM scs_sessions WHERE token = ?", key).Scan(&old, &oldExpiry)
 	if err == nil && bytes.Equal(old, b) {
 		if d := expiry.Sub(fromNanos(oldExpiry)); d >= 0 && d < commitSlack {
 			return nil
 		}
 	}
-	_, err = ss.db.writer.ExecContext(ctx, `INSERT INTO scs_sessions (token, data, expiry) VALUES (?, ?, ?)
+	_, err = ss.db.write().exec(ctx, `INSERT INTO scs_sessions (token, data, expiry) VALUES (?, ?, ?)
 		ON CONFLICT (token) DO UPDATE SET data = excluded.data, expiry = excluded.expiry`, key, b, nanos(expiry))
 	if err != nil {
 		return fmt.Errorf("commit session: %w", err)
@@ -201,7 +200,7 @@ func (ss *SessionStore) CommitCtx(ctx context.Context, token string, b []byte, e
 
 // DeleteCtx removes a session (no error when absent).
 func (ss *SessionStore) DeleteCtx(ctx context.Context, token string) error {
-	if _, err := ss.db.writer.ExecContext(ctx, "DELETE FROM scs_sessions WHERE token = ?", scsKey(token)); err != nil {
+	if _, err := ss.db.write().exec(ctx, "DELETE FROM scs_sessions WHERE token = ?", scsKey(token)); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil
@@ -209,7 +208,7 @@ func (ss *SessionStore) DeleteCtx(ctx context.Context, token string) error {
 
 // DeleteExpired drops expired sessions; the web front calls it now and then.
 func (ss *SessionStore) DeleteExpired(ctx context.Context) (int64, error) {
-	res, err := ss.db.writer.ExecContext(ctx, "DELETE FROM scs_sessions WHERE expiry <= ?", nanos(ss.now()))
+	res, err := ss.db.write().exec(ctx, "DELETE FROM scs_sessions WHERE expiry <= ?", nanos(ss.now()))
 	if err != nil {
 		return 0, fmt.Errorf("delete expired sessions: %w", err)
 	}

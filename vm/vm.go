@@ -14,11 +14,12 @@
 package vm
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sbx.dev/sbx/internal/errkind"
 )
 
 // State is where a box is in its life.
@@ -132,15 +133,15 @@ type Stats struct {
 
 var (
 	// ErrNotFound is returned for a name with no box.
-	ErrNotFound = errors.New("no such box")
+	ErrNotFound = errkind.New(errkind.NotFound, "no such box")
 	// ErrExists is returned when creating a name already taken.
-	ErrExists = errors.New("box already exists")
+	ErrExists = errkind.New(errkind.Conflict, "box already exists")
 	// ErrState is returned for an operation the box's state does not allow.
-	ErrState = errors.New("wrong box state")
+	ErrState = errkind.New(errkind.Conflict, "wrong box state")
 	// ErrLimit is returned when a host cap refuses a box.
-	ErrLimit = errors.New("host limit reached")
+	ErrLimit = errkind.New(errkind.Limit, "host limit reached")
 	// ErrClosed is returned after Manager.Close.
-	ErrClosed = errors.New("manager closed")
+	ErrClosed = errkind.New(errkind.Unavailable, "manager closed")
 )
 
 // ValidEgress checks a Spec.Egress socket path: absolute, clean, at most 107

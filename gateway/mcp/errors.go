@@ -12,6 +12,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/internal/errkind"
 )
 
 // errorBody is every HTTP error answer, the same shape as the HTTP API's.
@@ -62,24 +63,25 @@ func explain(err error) *toolError {
 	}
 	msg := err.Error()
 	result := audit.ResultError
-	switch {
-	case errors.Is(err, fleet.ErrNotFound) && errors.Is(err, fs.ErrNotExist):
+	switch kind := errkind.Of(err); {
+	case kind == errkind.NotFound && errors.Is(err, fs.ErrNotExist):
 		msg += ". No such file or directory in the box: call list_artifacts to see what is there."
-	case errors.Is(err, fleet.ErrNotFound):
+	case kind == errkind.NotFound:
 		msg += ". No box of yours has that name: call list to see your boxes."
-	case errors.Is(err, fleet.ErrInvalid):
+	case kind == errkind.Invalid:
 		msg += ". Fix the argument and call again."
-	case errors.Is(err, fleet.ErrLimit):
+	case kind == errkind.Limit:
 		msg += ". Tear down (teardown) or sleep boxes you no longer need (list shows them), then retry."
 		result = audit.ResultDenied
-	case errors.Is(err, fleet.ErrConflict):
+	case kind == errkind.Conflict:
 		msg += ". The box is not in a state that allows this: call status to see its state."
 	case errors.Is(err, fleet.ErrScope):
+		// Its message already names the scope to ask for.
 		result = audit.ResultDenied
-	case errors.Is(err, fleet.ErrForbidden):
+	case kind == errkind.Forbidden:
 		msg += ". Your role may not do this; ask an admin."
 		result = audit.ResultDenied
-	case errors.Is(err, fleet.ErrUnavailable):
+	case kind == errkind.Unavailable:
 		msg += ". A dependency failed; retry in a minute, and if it persists tell the operator."
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = "timed out: " + msg + ". Retry; for a long run call status or watch instead of waiting."

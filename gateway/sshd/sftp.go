@@ -16,6 +16,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 )
 
@@ -106,12 +107,13 @@ func splitBoxPath(p string) (box, rel string, err error) {
 // sftpErr gives the client a status code it understands and the core's
 // message (already redacted).
 func sftpErr(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, fleet.ErrNotFound):
+	}
+	switch errkind.Of(err) {
+	case errkind.NotFound:
 		return fmt.Errorf("%s: %w", err.Error(), sftp.ErrSSHFxNoSuchFile)
-	case errors.Is(err, fleet.ErrInvalid), errors.Is(err, fleet.ErrForbidden):
+	case errkind.Invalid, errkind.Forbidden:
 		return fmt.Errorf("%s: %w", err.Error(), sftp.ErrSSHFxPermissionDenied)
 	}
 	return fmt.Errorf("%s: %w", err.Error(), sftp.ErrSSHFxFailure)

@@ -210,19 +210,8 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// fail maps a core error to a status; unknown errors are logged, not shown.
+// fail answers an error on an API route (see shown).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, keys.ErrNotFound):
-		writeError(w, r, http.StatusNotFound, err.Error())
-	case errors.Is(err, keys.ErrExists):
-		writeError(w, r, http.StatusConflict, err.Error())
-	case errors.Is(err, keys.ErrForbidden), errors.Is(err, keys.ErrLastAdmin):
-		writeError(w, r, http.StatusForbidden, err.Error())
-	case errors.Is(err, keys.ErrInvalid):
-		writeError(w, r, http.StatusBadRequest, err.Error())
-	default:
-		Logger(r.Context()).ErrorContext(r.Context(), "request failed", "err", err)
-		writeError(w, r, http.StatusInternalServerError, "internal error")
-	}
+	code, msg := shown(r, err)
+	writeError(w, r, code, msg)
 }

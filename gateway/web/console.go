@@ -10,8 +10,8 @@ import (
 	"github.com/a-h/templ"
 	"github.com/alexedwards/scs/v2"
 
-	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/metrics"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/views"
 )
@@ -224,35 +224,23 @@ func (s *Server) htmlError(w http.ResponseWriter, r *http.Request, status int, m
 	s.render(w, r, status, views.ErrorPage(p, status, msg, RequestID(r.Context())))
 }
 
-// status maps a core or identity error to an HTTP status; 0 for unknown.
-func status(err error) int {
-	switch {
-	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, keys.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, fleet.ErrInvalid), errors.Is(err, keys.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, fleet.ErrForbidden), errors.Is(err, keys.ErrForbidden), errors.Is(err, keys.ErrLastAdmin):
-		return http.StatusForbidden
-	case errors.Is(err, fleet.ErrConflict), errors.Is(err, keys.ErrExists):
-		return http.StatusConflict
-	case errors.Is(err, fleet.ErrLimit):
-		return http.StatusTooManyRequests
-	case errors.Is(err, fleet.ErrUnavailable):
-		return http.StatusServiceUnavailable
+// shown is what an error is answered with: its kind's status and its own
+// message (the core's and identity's messages are already redacted and meant
+// to be shown), or, for an error of no kind, 500 and "internal error" — its
+// text may say too much, so it is logged only.
+func shown(r *http.Request, err error) (int, string) {
+	code := errkind.HTTPStatus(err)
+	if code == http.StatusInternalServerError {
+		Logger(r.Context()).ErrorContext(r.Context(), "request failed", "err", err)
+		return code, "internal error"
 	}
-	return 0
+	return code, err.Error()
 }
 
-// failPage shows a core error on a console route; the core's messages are
-// already redacted and meant to be shown, unknown errors are logged only.
+// failPage shows an error on a console route.
 func (s *Server) failPage(w http.ResponseWriter, r *http.Request, err error) {
-	code := status(err)
-	if code == 0 {
-		Logger(r.Context()).ErrorContext(r.Context(), "console request failed", "err", err)
-		s.htmlError(w, r, http.StatusInternalServerError, "internal error")
-		return
-	}
-	s.htmlError(w, r, code, err.Error())
+	code, msg := shown(r, err)
+	s.htmlError(w, r, code, msg)
 }
 
 // core returns the box core or answers 503 when the gateway has none.

@@ -13,6 +13,7 @@ import (
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/internal/headertext"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/views"
@@ -285,8 +286,8 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := core.Delegate(r.Context(), c.actor(), req)
 	if err != nil {
-		code := status(err)
-		if code == 0 {
+		code := errkind.HTTPStatus(err)
+		if code == http.StatusInternalServerError {
 			s.failPage(w, r, err)
 			return
 		}
@@ -390,8 +391,8 @@ func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
 		m, err = core.AddMCPServer(r.Context(), c.actor(), f.Name, f.URL, headers)
 	}
 	if err != nil {
-		code := status(err)
-		if code == 0 {
+		code := errkind.HTTPStatus(err)
+		if code == http.StatusInternalServerError {
 			s.failPage(w, r, err)
 			return
 		}

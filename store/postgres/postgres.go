@@ -1,75 +1,45 @@
-// Package postgres keeps sbx's state in PostgreSQL (pgx v5) behind the same
-// interfaces store.SQLite implements (keys.Store, keys.WebStore, audit.Store,
-// accounts.Store, fleet.Store), so several gateways can share one database.
-// It adds what only a shared database needs: leases, so a lifecycle timer
-// that fires on every gateway acts once (TryLease), and LISTEN/NOTIFY, so
-// live events reach a client connected to any gateway (Notify, Listen).
+// Package postgres is the store (store.Store) on a PostgreSQL database that
+// several gateways share. It adds what only a shared database needs: leases,
+// so a lifecycle timer that fires on every gateway acts once (TryLease), and
+// LISTEN/NOTIFY, so live events reach a client connected to any gateway
+// (Notify, Listen).
 //
-// Migrations are the PostgreSQL dialect of store/migrations: the same
-// numbers and names (a test keeps the two sets equal), applied under an
-// advisory lock so gateways starting together migrate once.
-//
-// Writes run one at a time, each transaction holding one advisory lock:
-// this is SQLite's single writer again, so the checks that guard invariants
-// across rows (the last enabled admin, one default account) see every
-// committed write. Reads never wait.
+// The queries and the migrations (store/migrations/postgres) are the
+// store's; they run over pgx's database/sql driver on the pool that leases
+// and LISTEN use too.
 package postgres
 
 import (
 	"context"
-	"embed"
-	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
-	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/fleet"
-	"sbx.dev/sbx/fleet/accounts"
-	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/store"
 )
 
-// Store is the PostgreSQL store.
+// Store is the PostgreSQL store: the shared store.Store plus leases and
+// LISTEN/NOTIFY.
 type Store struct {
+	*store.Store
 	pool *pgxpool.Pool
 	// leasePurge is when this Store last purged old leases (UnixNano).
 	leasePurge atomic.Int64
 }
 
-var (
-	_ keys.Store     = (*Store)(nil)
-	_ keys.WebStore  = (*Store)(nil)
-	_ audit.Store    = (*Store)(nil)
-	_ accounts.Store = (*Store)(nil)
-	_ fleet.Store    = (*Store)(nil)
-)
+// lockLeases serialises creating the leases table (pg_advisory_xact_lock
+// takes a bigint; the store's own locks are 0x5b5_0001 and 0x5b5_0002).
+const lockLeases int64 = 0x5b5_0003
 
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
-
-// Advisory lock keys (pg_advisory_xact_lock takes a bigint).
-const (
-	lockMigrate int64 = 0x5b5_0001
-	lockWrite   int64 = 0x5b5_0002
-)
-
-// bootstrap creates the tables outside the shared migration set: the
-// migration ledger and the leases only a shared database needs.
-const bootstrap = `
-CREATE TABLE IF NOT EXISTS schema_migrations (
-	version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS sbx_leases (
+// leasesTable is outside the store's migrations: only a shared database
+// has leases.
+const leasesTable = `CREATE TABLE IF NOT EXISTS sbx_leases (
 	name    TEXT        PRIMARY KEY,
 	holder  TEXT        NOT NULL,
-	expires TIMESTAMPTZ NOT NULL);`
+	expires TIMESTAMPTZ NOT NULL)`
 
 // Open connects to the database at dsn (a postgres:// URL or key=value
 // string) and applies pending migrations. It refuses a database written by a
@@ -83,135 +53,37 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	s := &Store{pool: pool}
-	if err := s.migrate(ctx); err != nil {
+	st, err := store.OpenPostgres(ctx, stdlib.OpenDBFromPool(pool))
+	if err == nil {
+		err = createLeases(ctx, pool)
+		if err != nil {
+			st.Close()
+		}
+	}
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store %s: %w", cfg.ConnConfig.Database, err)
 	}
-	return s, nil
+	return &Store{Store: st, pool: pool}, nil
 }
 
-// Close closes the pool.
+// createLeases creates the leases table under a lock: gateways starting
+// together would otherwise race on CREATE TABLE IF NOT EXISTS.
+func createLeases(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockLeases); err != nil {
+			return fmt.Errorf("lock leases table: %w", err)
+		}
+		if _, err := tx.Exec(ctx, leasesTable); err != nil {
+			return fmt.Errorf("create leases table: %w", err)
+		}
+		return nil
+	})
+}
+
+// Close closes the store and its pool.
 func (s *Store) Close() error {
+	err := s.Store.Close()
 	s.pool.Close()
-	return nil
-}
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 || !strings.HasSuffix(e.Name(), ".sql") {
-			return nil, fmt.Errorf("migration file %q: want NNNN_name.sql", e.Name())
-		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: want version %d (no gaps or duplicates)", m.name, i+1)
-		}
-	}
-	return ms, nil
-}
-
-// SchemaVersion is the highest migration this binary knows.
-func SchemaVersion() int {
-	ms, err := migrations()
-	if err != nil || len(ms) == 0 {
-		return 0
-	}
-	return ms[len(ms)-1].version
-}
-
-func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrations()
-	if err != nil {
-		return err
-	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Gateways starting together: one migrates, the others wait and
-		// then find nothing to do.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockMigrate); err != nil {
-			return fmt.Errorf("lock migrations: %w", err)
-		}
-		if _, err := tx.Exec(ctx, bootstrap); err != nil {
-			return fmt.Errorf("bootstrap tables: %w", err)
-		}
-		var cur int
-		if err := tx.QueryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&cur); err != nil {
-			return fmt.Errorf("read schema version: %w", err)
-		}
-		if cur > len(ms) {
-			return fmt.Errorf("database schema version %d is newer than this sbx (knows up to %d): upgrade sbx", cur, len(ms))
-		}
-		for _, m := range ms[cur:] {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("apply migration %s: %w", m.name, err)
-			}
-			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, applied) VALUES ($1, $2, $3)",
-				m.version, m.name, time.Now().UnixNano()); err != nil {
-				return fmt.Errorf("record migration %s: %w", m.name, err)
-			}
-		}
-		return nil
-	})
-}
-
-// tx runs fn in a write transaction holding the write lock and commits if
-// fn returns nil.
-func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockWrite); err != nil {
-			return fmt.Errorf("take write lock: %w", err)
-		}
-		return fn(tx)
-	})
-}
-
-// isUnique reports whether err is a unique violation.
-func isUnique(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
-}
-
-// isForeignKey reports whether err is a foreign key violation.
-func isForeignKey(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23503"
-}
-
-func nanos(t time.Time) int64 { return t.UnixNano() }
-
-// nullNanos maps the zero time to NULL.
-func nullNanos(t time.Time) *int64 {
-	if t.IsZero() {
-		return nil
-	}
-	n := t.UnixNano()
-	return &n
-}
-
-func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
-func fromNullNanos(n *int64) time.Time {
-	if n == nil {
-		return time.Time{}
-	}
-	return fromNanos(*n)
+	return err
 }

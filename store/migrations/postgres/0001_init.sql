@@ -1,5 +1,5 @@
 -- Users, their SSH keys and API keys, and the audit log (PostgreSQL dialect
--- of store/migrations/0001_init.sql). Times are Unix nanoseconds (UTC); NULL
+-- of store/migrations/sqlite/0001_init.sql). Times are Unix nanoseconds (UTC); NULL
 -- means "never".
 
 CREATE TABLE users (
