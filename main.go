@@ -26,7 +26,13 @@ func main() {
 	if guest.IsInit() {
 		os.Exit(guest.Main())
 	}
-	if err := newRoot().ExecuteContext(context.Background()); err != nil {
+	execute(newRoot())
+}
+
+// execute runs the command line against root; an error ends the process
+// with status 1.
+func execute(root *cobra.Command) {
+	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "sbx:", err)
 		os.Exit(1)
 	}

@@ -11,5 +11,5 @@ import (
 
 // gatewayCommands are the host's: the gateway and its tools.
 func gatewayCommands() []*cobra.Command {
-	return []*cobra.Command{gateway.NewServeCommand(), gateway.NewConfigCommand(), vm.NewDoctorCommand()}
+	return []*cobra.Command{gateway.NewServeCommand(gateway.Options{}), gateway.NewConfigCommand(), vm.NewDoctorCommand()}
 }

@@ -1,8 +1,9 @@
 package main
 
 // End-to-end tests: testdata/script/*.txtar drive the real sbx binary (this
-// test binary re-executed as "sbx") with the real OpenSSH client, real
-// SQLite and real HTTP. Custom commands:
+// test binary re-executed as "sbx", its serve given the test's extensions:
+// sbxForScripts) with the real OpenSSH client, real SQLite and real HTTP.
+// Custom commands:
 //
 //	serve [-admin KEY] [-data DIR] [args...]  start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
 //	shutdown [-9] [-within DUR] [-when RE [-after DUR]]  signal once serve.log matches RE (and DUR passed); TERM must finish within DUR
@@ -54,7 +55,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"sbx": main})
+	testscript.Main(m, map[string]func(){"sbx": sbxForScripts})
 }
 
 func TestScripts(t *testing.T) {
@@ -166,7 +167,7 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	cmdArgs := append([]string{"serve", "--data", dataDir,
 		"--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-		"--test-hooks", "--test-clock-file", ts.MkAbs("clock")}, rest...)
+		"--test-clock-file", ts.MkAbs("clock")}, rest...)
 	cmd := exec.Command(lookPath(ts, "sbx"), cmdArgs...)
 	cmd.Env = env
 	cmd.Dir = ts.MkAbs(".")

@@ -9,23 +9,12 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
-	"sbx.dev/sbx/fleet/seal"
 	"sbx.dev/sbx/internal/netpolicy"
 )
 
-// mcpEnv is an env whose core keeps MCP servers (the store and the sealer
-// the gateway gives it).
-func mcpEnv(t *testing.T) *env {
-	e := newEnv(t, fleet.Policy{})
-	sealer, err := seal.Load(e.data, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.fleet.Close()
-	e.cfg.MCP, e.cfg.Sealer = e.store, sealer
-	e.start()
-	return e
-}
+// mcpEnv is an env whose core keeps MCP servers: the harness gives it the
+// store and the sealer as the gateway does.
+func mcpEnv(t *testing.T) *env { return newEnv(t, fleet.Policy{}) }
 
 // TestMCPServerURLCredentialNotEchoedRegression: a refused URL used to be
 // quoted whole in the error, which reaches the web page, the SSH client

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -78,11 +77,12 @@ func NewConfigCommand() *cobra.Command {
 	return cmd
 }
 
-// NewServeCommand returns `sbx serve`.
-func NewServeCommand() *cobra.Command {
+// NewServeCommand returns `sbx serve`. ext are the process-level choices
+// of a program that embeds the gateway (a clock, extra SSH commands and
+// HTTP routes, egress); the shipped binary passes none. The command sets
+// the logger and the home directory.
+func NewServeCommand(ext Options) *cobra.Command {
 	var f configFlags
-	var testHooks bool
-	var clockFile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gateway: SSH and HTTP fronts over the store in the data dir",
@@ -92,27 +92,16 @@ func NewServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger := newLogger(cfg.Log, cmd.ErrOrStderr())
-			now := time.Now
-			if clockFile != "" {
-				logger.Warn("test clock enabled: time is shifted by the offset in " + clockFile)
-				now = offsetClock(clockFile)
+			opts := ext
+			opts.Logger = newLogger(cfg.Log, cmd.ErrOrStderr())
+			if opts.Now == nil {
+				opts.Now = time.Now
 			}
-			if testHooks {
-				logger.Warn("test hooks enabled: hidden panic command and route are live")
-			}
-			home, _ := os.UserHomeDir()
-			return serve(cmd.Context(), cmd.OutOrStdout(), cfg, Options{
-				Logger: logger, Now: now, HomeDir: home, TestHooks: testHooks,
-			})
+			opts.HomeDir, _ = os.UserHomeDir()
+			return serve(cmd.Context(), cmd.OutOrStdout(), cfg, opts)
 		},
 	}
 	f.register(cmd)
-	// Test-only switches; hidden so nobody turns them on by accident.
-	cmd.Flags().BoolVar(&testHooks, "test-hooks", false, "enable test hooks (panic command and route)")
-	cmd.Flags().StringVar(&clockFile, "test-clock-file", "", "shift the clock by the duration written in this file")
-	_ = cmd.Flags().MarkHidden("test-hooks")
-	_ = cmd.Flags().MarkHidden("test-clock-file")
 	return cmd
 }
 
@@ -184,20 +173,4 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	}
 	// Lines logged with a request's context ([audit] included) carry its id.
 	return slog.New(web.LogHandler(h))
-}
-
-// offsetClock is time.Now shifted by the duration in path (re-read on every
-// call, so a test can move time forward while the server runs).
-func offsetClock(path string) func() time.Time {
-	return func() time.Time {
-		data, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return time.Now()
-		}
-		d, perr := time.ParseDuration(strings.TrimSpace(string(data)))
-		if err != nil || perr != nil {
-			return time.Now()
-		}
-		return time.Now().Add(d)
-	}
 }

@@ -25,6 +25,7 @@ import (
 	"sbx.dev/sbx/fleet/gittest"
 	"sbx.dev/sbx/gateway/boxnet/anthropictest"
 	"sbx.dev/sbx/gateway/config"
+	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
 )
@@ -89,7 +90,7 @@ func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*conf
 	logger := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := NewServer(ctx, cfg, Options{
 		Logger: logger, HomeDir: t.TempDir(), GuestBinary: testutil.GuestBinary(t),
-		TestEgress: TestEgress{AllowLoopback: true, Resolver: testResolver{
+		Egress: Egress{Trust: netpolicy.LoopbackTrust(), Resolver: testResolver{
 			"allowed.test":  netip.MustParseAddr("127.0.0.1"),
 			"denied.test":   netip.MustParseAddr("127.0.0.1"),
 			"private.test":  netip.MustParseAddr("10.1.2.3"),

@@ -82,7 +82,7 @@ func (s *Server) startCore(ctx context.Context) error {
 	// A QEMU box reaches it through its socket; a box Pod through the
 	// backend, which dials it per connection (kubeEgress), so it
 	// exists before the backend watches its boxes.
-	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, private, s.audit, s.log.With("part", "boxnet"), s.opts.TestEgress)
+	s.core.net = newNetwork(s.bg, s.cfg.DataDir, s.cfg.Model, private, s.audit, s.log.With("part", "boxnet"), s.opts.Egress)
 	s.core.net.fleet = s.core.ready.Load
 	vc, err := s.backend(ctx)
 	if err != nil {

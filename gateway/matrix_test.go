@@ -797,7 +797,7 @@ func (m *matrix) sshMatrix(t *testing.T) {
 	var paths []string
 	for _, c := range cmds {
 		if strings.HasPrefix(c.Path, "test-") {
-			continue // test hooks, only with Options.TestHooks
+			continue // a test's own commands (Options.SSHCommands)
 		}
 		paths = append(paths, c.Path)
 		if _, known := sshCommands[c.Path]; !known {

@@ -43,7 +43,7 @@ type network struct {
 
 type boxOwner struct{ box, owner string }
 
-func newNetwork(ctx context.Context, dataDir string, cfg config.Model, private []netpolicy.Trust, al *audit.Log, log *slog.Logger, test TestEgress) *network {
+func newNetwork(ctx context.Context, dataDir string, cfg config.Model, private []netpolicy.Trust, al *audit.Log, log *slog.Logger, egress Egress) *network {
 	// QEMU is handed the socket path and vm.Spec.Egress wants it absolute
 	// (the default data dir ./.sbx is relative).
 	dir, err := filepath.Abs(filepath.Join(dataDir, "net"))
@@ -51,7 +51,7 @@ func newNetwork(ctx context.Context, dataDir string, cfg config.Model, private [
 		dir = filepath.Join(dataDir, "net")
 	}
 	n := &network{dir: dir, cfg: cfg, audit: al, log: log, ctx: ctx, on: map[string]context.CancelFunc{}, who: map[string]boxOwner{}}
-	n.srv = boxnet.New(boxnet.Config{Policy: n, Logger: log, Resolver: test.Resolver, PrivateUpstreams: private, TestOnlyAllowLoopbackEgress: test.AllowLoopback})
+	n.srv = boxnet.New(boxnet.Config{Policy: n, Logger: log, Resolver: egress.Resolver, PrivateUpstreams: private, EgressTrust: egress.Trust})
 	return n
 }
 

@@ -15,7 +15,7 @@ import (
 // box's network path must be absolute, or vm refuses the box.
 func TestEgressSocketAbsoluteWithRelativeDataDirRegression(t *testing.T) {
 	t.Chdir(t.TempDir())
-	n := newNetwork(context.Background(), ".sbx", config.Model{}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), TestEgress{})
+	n := newNetwork(context.Background(), ".sbx", config.Model{}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), Egress{})
 	for _, box := range []string{"fix-the-flaky-3f2a1c", "pool-0123abcd", "a"} {
 		p := n.socketPath(box)
 		if !filepath.IsAbs(p) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/charmbracelet/ssh"
+	"github.com/spf13/cobra"
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
@@ -31,6 +32,7 @@ import (
 	"sbx.dev/sbx/gateway/sshd"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/gateway/web"
+	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
 	"sbx.dev/sbx/store/postgres"
@@ -56,20 +58,26 @@ type Options struct {
 	Now func() time.Time
 	// HomeDir is searched for ~/.ssh/*.pub when no admin keys are given.
 	HomeDir string
-	// TestHooks enables the hidden panic command and route. Tests only.
-	TestHooks bool
+	// SSHCommands are commands of the operator's own for the SSH front
+	// (sshd.Options.ExtraCommands).
+	SSHCommands func(sess ssh.Session) []*cobra.Command
+	// HTTPRoutes are handlers of the operator's own for the HTTP front
+	// (web.Options.ExtraRoutes).
+	HTTPRoutes map[string]http.Handler
 	// GuestBinary is the static guest binary boxes boot (init, agent,
 	// hooks) and QEMU runs per guest connection; "" means sbx-guest next
 	// to this executable, else this executable.
 	GuestBinary string
-	// TestEgress loosens the box network for tests only (no flag, no key).
-	TestEgress TestEgress
+	// Egress adjusts the boxes' way out beyond the configuration (no flag,
+	// no key): for a gateway embedded in a larger program.
+	Egress Egress
 }
 
-// TestEgress lets tests reach local servers from a box.
-type TestEgress struct {
-	// AllowLoopback lets the egress proxy dial 127.0.0.0/8 and ::1.
-	AllowLoopback bool
+// Egress is how boxes reach destinations, past the allow-lists.
+type Egress struct {
+	// Trust are forbidden destinations boxes may reach nonetheless
+	// (boxnet.Config.EgressTrust).
+	Trust []netpolicy.Trust
 	// Resolver replaces DNS for egress destinations.
 	Resolver boxnet.Resolver
 }
@@ -174,7 +182,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		KeyExchanges:       cfg.SSH.KeyExchanges,
 		Ciphers:            cfg.SSH.Ciphers,
 		MACs:               cfg.SSH.MACs,
-		TestHooks:          opts.TestHooks,
+		ExtraCommands:      opts.SSHCommands,
 	})
 	if err != nil {
 		return nil, err
@@ -215,7 +223,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		TrustedProxies:  trusted,
 		BodyLimit:       cfg.HTTP.BodyLimit,
 		MetricsAuth:     cfg.HTTP.MetricsAuth,
-		TestHooks:       opts.TestHooks,
+		ExtraRoutes:     opts.HTTPRoutes,
 	})
 	s.http = &http.Server{
 		Handler:           handler,

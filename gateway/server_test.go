@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sbx.dev/sbx/gateway/config"
+	"sbx.dev/sbx/gateway/web"
 )
 
 func testConfig(t *testing.T, dir string) config.Config {
@@ -95,26 +96,6 @@ func TestListenErrorNamesKey(t *testing.T) {
 	}
 }
 
-func TestOffsetClock(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "clock")
-	now := offsetClock(path)
-	if d := time.Until(now()); d > time.Second || d < -time.Second {
-		t.Fatalf("no file: offset %v", d)
-	}
-	if err := os.WriteFile(path, []byte("11m\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Until(now()); d < 10*time.Minute || d > 12*time.Minute {
-		t.Fatalf("11m file: offset %v", d)
-	}
-	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Until(now()); d > time.Second {
-		t.Fatalf("garbage file: offset %v", d)
-	}
-}
-
 func TestLoggerFormat(t *testing.T) {
 	var buf bytes.Buffer
 	newLogger(config.Log{Format: "auto", Level: "info"}, &buf).Info("hello")
@@ -146,5 +127,34 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if err := writeFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("write into a missing dir: %v", err)
+	}
+}
+
+// TestShippedFrontsHaveNoTestHooks: the server the shipped `sbx serve`
+// builds (no extensions in Options) has no SSH command and no HTTP route
+// for tests, hidden or not; tests bring theirs through Options.SSHCommands
+// and Options.HTTPRoutes.
+func TestShippedFrontsHaveNoTestHooks(t *testing.T) {
+	ctx := context.Background()
+	srv, err := NewServer(ctx, testConfig(t, t.TempDir()), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	cmds := srv.ssh.Commands()
+	if len(cmds) == 0 {
+		t.Fatal("the SSH front lists no commands")
+	}
+	for _, c := range cmds {
+		for _, word := range strings.Fields(c.Path) {
+			if strings.HasPrefix(word, "test") {
+				t.Errorf("ssh command %q is a test hook", c.Path)
+			}
+		}
+	}
+	for _, r := range srv.http.Handler.(*web.Server).Routes() {
+		if strings.Contains(r, "/test") {
+			t.Errorf("HTTP route %q is a test hook", r)
+		}
 	}
 }

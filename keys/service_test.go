@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,28 +22,11 @@ import (
 	"sbx.dev/sbx/store"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type env struct {
 	svc   *keys.Service
 	store *store.SQLite
 	audit *audit.Log
-	clock *clock
+	clock *testutil.Clock
 	log   *testutil.SyncBuffer
 	dir   string
 }
@@ -58,10 +40,10 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	c := testutil.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	buf := &testutil.SyncBuffer{}
-	log := audit.New(st, slog.New(slog.NewJSONHandler(buf, nil)), c.now)
-	return &env{svc: keys.NewService(st, log, c.now), store: st, audit: log, clock: c, log: buf, dir: dir}
+	log := audit.New(st, slog.New(slog.NewJSONHandler(buf, nil)), c.Now)
+	return &env{svc: keys.NewService(st, log, c.Now), store: st, audit: log, clock: c, log: buf, dir: dir}
 }
 
 // newKey returns an authorized_keys line and its signer.
@@ -305,7 +287,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	if !tokenRE.MatchString(token) || !strings.Contains(token, k.ID) {
 		t.Fatalf("token %q (id %s) has the wrong shape", token, k.ID)
 	}
-	if !k.Expires.Equal(e.clock.now().Add(time.Hour)) {
+	if !k.Expires.Equal(e.clock.Now().Add(time.Hour)) {
 		t.Errorf("expires %v", k.Expires)
 	}
 
@@ -315,14 +297,14 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		t.Fatalf("UserByAPIKey: %+v %+v %v", u, got, err)
 	}
 	list, _ := e.svc.APIKeys(ctx, actor("bob"), "bob")
-	if len(list) != 1 || !list[0].LastUsed.Equal(e.clock.now()) {
+	if len(list) != 1 || !list[0].LastUsed.Equal(e.clock.Now()) {
 		t.Fatalf("last_used not recorded: %+v", list)
 	}
 	// A use within the minute is not written again.
-	e.clock.add(30 * time.Second)
+	e.clock.Add(30 * time.Second)
 	e.svc.UserByAPIKey(ctx, token)
 	list, _ = e.svc.APIKeys(ctx, actor("bob"), "bob")
-	if !list[0].LastUsed.Equal(e.clock.now().Add(-30 * time.Second)) {
+	if !list[0].LastUsed.Equal(e.clock.Now().Add(-30 * time.Second)) {
 		t.Errorf("last_used rewritten within a minute: %v", list[0].LastUsed)
 	}
 
@@ -358,7 +340,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	e.svc.SetDisabled(ctx, cli, "bob", false)
 
 	// Expiry through the injected clock.
-	e.clock.add(time.Hour)
+	e.clock.Add(time.Hour)
 	if _, _, err := e.svc.UserByAPIKey(ctx, token); !errors.Is(err, keys.ErrBadToken) || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("expired: %v", err)
 	}
@@ -456,13 +438,13 @@ func FuzzParseToken(f *testing.F) {
 func TestAuditRowsAndLogLines(t *testing.T) {
 	e := newEnv(t)
 	mustAdd(t, e, "alice", keys.RoleAdmin, 1)
-	e.clock.add(time.Minute)
-	since := e.clock.now()
+	e.clock.Add(time.Minute)
+	since := e.clock.Now()
 	line := mustLine(t)
 	if _, _, err := e.svc.AddUser(ctx, keys.Actor{User: "alice", Front: "http", Addr: "198.51.100.4"}, "bob", keys.RoleOperator, line); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.add(time.Minute)
+	e.clock.Add(time.Minute)
 	e.svc.RemoveUser(ctx, actor("alice"), "alice") // denied: last admin
 	rows, err := e.audit.List(ctx, audit.Filter{Since: since})
 	if err != nil {

@@ -23,7 +23,7 @@ func TestLoginLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !keys.ValidLoginToken(token) || !strings.HasPrefix(token, keys.LoginPrefix) || !exp.Equal(e.clock.now().Add(keys.LoginTTL)) {
+	if !keys.ValidLoginToken(token) || !strings.HasPrefix(token, keys.LoginPrefix) || !exp.Equal(e.clock.Now().Add(keys.LoginTTL)) {
 		t.Fatalf("link %q expires %v", token, exp)
 	}
 	if got := keys.LoginURL("https://sbx.example.com/", token); got != "https://sbx.example.com/login/"+token {
@@ -43,7 +43,7 @@ func TestLoginLinks(t *testing.T) {
 
 	// Expiry.
 	late, _, _ := e.svc.CreateLoginLink(ctx, cli, "bob")
-	e.clock.add(keys.LoginTTL)
+	e.clock.Add(keys.LoginTTL)
 	if _, _, err := e.svc.Login(ctx, late, "", ""); !errors.Is(err, keys.ErrBadLogin) {
 		t.Fatalf("expired link: %v", err)
 	}

@@ -248,20 +248,18 @@ type Config struct {
 	// bodies (packs) are not bounded here.
 	MaxBodyBytes int64
 
-	// TestOnlyAllowLoopbackEgress lets the egress proxy dial loopback
-	// addresses (127.0.0.0/8, ::1) so tests can reach local servers. It has
-	// no configuration key and must never be set outside tests; every other
-	// forbidden range stays refused.
-	TestOnlyAllowLoopbackEgress bool
+	// EgressTrust are forbidden destinations the egress proxy may dial
+	// nonetheless (as PrivateUpstreams are for the MCP relay). No
+	// configuration key sets it: it is for a program that embeds the
+	// gateway and means it, such as a test reaching local servers
+	// (netpolicy.LoopbackTrust); every other forbidden range stays refused.
+	EgressTrust []netpolicy.Trust
 }
 
 // egressTrust is what the egress proxy may dial among the forbidden
-// addresses: nothing, but loopback under the test hook.
+// addresses.
 func (c Config) egressTrust() []netpolicy.Trust {
-	if c.TestOnlyAllowLoopbackEgress {
-		return netpolicy.LoopbackTrust()
-	}
-	return nil
+	return c.EgressTrust
 }
 
 // Server serves the network path of every box.

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sbx.dev/sbx/internal/netpolicy"
 )
 
 // curl runs the real curl through the proxy at proxy and returns the body,
@@ -77,7 +79,7 @@ func TestEgressAllowList(t *testing.T) {
 	res := &mapResolver{names: map[string][]netip.Addr{
 		"allowed.test": lo, "a.wild.test": lo, "wild.test": lo, "denied.test": lo,
 	}}
-	s := newTestServer(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true})
+	s := newTestServer(Config{Policy: pol, Resolver: res, EgressTrust: netpolicy.LoopbackTrust()})
 	proxy := serveBox(t, s, "b1")
 
 	body, status, err := curl(t, proxy, "https://allowed.test:"+tlsPort+"/x")
@@ -194,7 +196,7 @@ func TestEgressDialsTheCheckedAddress(t *testing.T) {
 	pol := newPolicy()
 	pol.set("b", BoxPolicy{AllowDomains: []string{"rebind.test:" + plainPort}})
 	res := &rebindResolver{}
-	s := newTestServer(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true})
+	s := newTestServer(Config{Policy: pol, Resolver: res, EgressTrust: netpolicy.LoopbackTrust()})
 	proxy := serveBox(t, s, "b")
 	body, status, err := curl(t, proxy, "http://rebind.test:"+plainPort+"/")
 	if err != nil || status != "200" || !strings.HasPrefix(body, "hello from plain") {
@@ -235,7 +237,7 @@ func TestEgressTunnelLimitAndIdle(t *testing.T) {
 	pol := newPolicy()
 	pol.set("b", BoxPolicy{AllowDomains: []string{"allowed.test:" + plainPort}})
 	res := &mapResolver{names: map[string][]netip.Addr{"allowed.test": lo}}
-	s := newTestServer(Config{Policy: pol, Resolver: res, TestOnlyAllowLoopbackEgress: true, MaxTunnels: 1, IdleTimeout: 300 * time.Millisecond})
+	s := newTestServer(Config{Policy: pol, Resolver: res, EgressTrust: netpolicy.LoopbackTrust(), MaxTunnels: 1, IdleTimeout: 300 * time.Millisecond})
 	proxy := serveBox(t, s, "b")
 	target := "allowed.test:" + plainPort
 
@@ -320,7 +322,7 @@ func BenchmarkTunnel(b *testing.B) {
 	_, port, _ := net.SplitHostPort(sink.Addr().String())
 	pol := newPolicy()
 	pol.set("b", BoxPolicy{AllowDomains: []string{"sink.test:" + port}})
-	s := newTestServer(Config{Policy: pol, Resolver: &mapResolver{names: map[string][]netip.Addr{"sink.test": lo}}, TestOnlyAllowLoopbackEgress: true})
+	s := newTestServer(Config{Policy: pol, Resolver: &mapResolver{names: map[string][]netip.Addr{"sink.test": lo}}, EgressTrust: netpolicy.LoopbackTrust()})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -373,7 +375,7 @@ func TestEgressUnixSocketHalfClose(t *testing.T) {
 	_, port, _ := net.SplitHostPort(up.Addr().String())
 	pol := newPolicy()
 	pol.set("b", BoxPolicy{AllowDomains: []string{"up.test:" + port}})
-	s := newTestServer(Config{Policy: pol, Resolver: &mapResolver{names: map[string][]netip.Addr{"up.test": lo}}, TestOnlyAllowLoopbackEgress: true})
+	s := newTestServer(Config{Policy: pol, Resolver: &mapResolver{names: map[string][]netip.Addr{"up.test": lo}}, EgressTrust: netpolicy.LoopbackTrust()})
 	sock := filepath.Join(t.TempDir(), "b.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

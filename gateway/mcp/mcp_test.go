@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,22 +18,10 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
 )
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // front is the MCP handler over a real SQLite store and the real identity
 // service, with users admin (admin), bob and carol (operators).
@@ -42,7 +29,7 @@ type front struct {
 	url   string
 	keys  *keys.Service
 	audit *audit.Log
-	clock *clock
+	clock *testutil.Clock
 	admin keys.Actor
 }
 
@@ -55,7 +42,7 @@ func newFront(t testing.TB, o Options) *front {
 	}
 	t.Cleanup(func() { st.Close() })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	clk := &clock{t: time.Now()}
+	clk := testutil.NewClock(time.Now())
 	al := audit.New(st, logger, clk.Now)
 	svc := keys.NewService(st, al, clk.Now)
 	if _, err := svc.Bootstrap(ctx, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINF7mMSwJp8aTjkVomWE2mb9jbhmaty2vwerqOlOiMj3 admin", ""); err != nil {

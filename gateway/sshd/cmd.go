@@ -45,34 +45,8 @@ func (c *call) root() *cobra.Command {
 		}
 	}
 	root.SetHelpCommandGroupID(groupAdmin)
-	if c.srv.TestHooks {
-		root.AddCommand(&cobra.Command{Use: "test-panic", Hidden: true, RunE: func(*cobra.Command, []string) error {
-			panic("test hook: deliberate panic")
-		}}, &cobra.Command{Use: "test-sleep DURATION", Hidden: true, Args: cobra.ExactArgs(1),
-			// Holds a session open (session caps, drain on SIGTERM).
-			RunE: func(cmd *cobra.Command, args []string) error {
-				d, err := time.ParseDuration(args[0])
-				if err != nil {
-					return err
-				}
-				select {
-				case <-time.After(d):
-					fmt.Fprintln(cmd.OutOrStdout(), "slept", d)
-				case <-cmd.Context().Done():
-				}
-				return nil
-			}}, &cobra.Command{Use: "test-windows COLSxROWS", Hidden: true, Args: cobra.ExactArgs(1),
-			// Prints window changes until the given size arrives.
-			RunE: func(cmd *cobra.Command, args []string) error {
-				for w := range c.srv.Windows(c.sess) {
-					size := fmt.Sprintf("%dx%d", w.Width, w.Height)
-					fmt.Fprintf(cmd.OutOrStdout(), "window %s\n", size)
-					if size == args[0] {
-						return nil
-					}
-				}
-				return fmt.Errorf("session ended before window %s", args[0])
-			}})
+	if c.srv.ExtraCommands != nil {
+		root.AddCommand(c.srv.ExtraCommands(c.sess)...)
 	}
 	return root
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/charmbracelet/ssh"
 	"github.com/charmbracelet/wish"
+	"github.com/spf13/cobra"
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
@@ -85,8 +86,10 @@ type Options struct {
 	KeyExchanges []string
 	Ciphers      []string
 	MACs         []string
-	// TestHooks adds the hidden `test-panic` command. Tests only.
-	TestHooks bool
+	// ExtraCommands are commands of the operator's own, added to every
+	// session's command tree after the built-in ones; sess is nil when the
+	// tree is only listed (Commands).
+	ExtraCommands func(sess ssh.Session) []*cobra.Command
 }
 
 // Server is the SSH front.

@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/ssh"
 	"github.com/charmbracelet/wish"
+	"github.com/spf13/cobra"
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
@@ -75,10 +77,12 @@ func startWith(t testing.TB, attempts int, adjust func(*Server)) *fixture {
 		t.Fatal(err)
 	}
 	host := newSigner(t)
-	srv, err := New(Options{
+	var srv *Server
+	srv, err = New(Options{
 		HostKey: host, Identity: svc, Audit: al, Logger: logger,
-		Throttle:  throttle.NewAuth(attempts, time.Minute, nil),
-		TestHooks: true, HandshakeTimeout: 2 * time.Second,
+		Throttle:         throttle.NewAuth(attempts, time.Minute, nil),
+		ExtraCommands:    func(sess ssh.Session) []*cobra.Command { return testCommands(srv, sess) },
+		HandshakeTimeout: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -491,4 +495,23 @@ func BenchmarkSessionWhoami(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// testCommands are the test's own commands: test-panic panics in a
+// session, test-windows prints window changes until the given size
+// arrives.
+func testCommands(srv *Server, sess ssh.Session) []*cobra.Command {
+	return []*cobra.Command{{Use: "test-panic", Hidden: true, RunE: func(*cobra.Command, []string) error {
+		panic("test hook: deliberate panic")
+	}}, {Use: "test-windows COLSxROWS", Hidden: true, Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for w := range srv.Windows(sess) {
+				size := fmt.Sprintf("%dx%d", w.Width, w.Height)
+				fmt.Fprintf(cmd.OutOrStdout(), "window %s\n", size)
+				if size == args[0] {
+					return nil
+				}
+			}
+			return fmt.Errorf("session ended before window %s", args[0])
+		}}}
 }

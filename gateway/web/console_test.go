@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,25 +38,8 @@ type console struct {
 	audit *audit.Log
 	store *store.SQLite
 	logs  *testutil.SyncBuffer
-	clock *testClock
+	clock *testutil.Clock
 	srv   *Server
-}
-
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 var cli = keys.Actor{User: "test", Role: keys.RoleAdmin, Front: keys.FrontCLI}
@@ -65,7 +47,7 @@ var cli = keys.Actor{User: "test", Role: keys.RoleAdmin, Front: keys.FrontCLI}
 func newConsole(t testing.TB, o Options) *console {
 	t.Helper()
 	ctx := context.Background()
-	c := &console{t: t, logs: &testutil.SyncBuffer{}, clock: &testClock{t: time.Now()}}
+	c := &console{t: t, logs: &testutil.SyncBuffer{}, clock: testutil.NewClock(time.Now())}
 	var err error
 	c.store, err = store.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"))
 	if err != nil {

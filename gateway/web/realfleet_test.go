@@ -2,10 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,20 +11,10 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"golang.org/x/crypto/ssh"
 
-	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/fleet"
-	"sbx.dev/sbx/fleet/accounts"
-	"sbx.dev/sbx/fleet/gittest"
-	"sbx.dev/sbx/fleet/seal"
+	"sbx.dev/sbx/fleet/fleettest"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/internal/testutil"
-	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/redact"
-	"sbx.dev/sbx/store"
-	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/qemu"
 )
 
 // TestBrowserRealFleet drives the console in Chromium against the real
@@ -41,35 +27,9 @@ func TestBrowserRealFleet(t *testing.T) {
 		t.Skip("boots a QEMU box")
 	}
 	ctx := context.Background()
-	data := testutil.DataDirWithImages(t, "../..")
-	logs := &testutil.SyncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, nil))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	st, err := store.Open(ctx, filepath.Join(data, store.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	al := audit.New(st, logger, nil)
-	svc := keys.NewService(st, al, nil)
-	if _, _, err := svc.AddUser(ctx, cli, "alice", keys.RoleOperator, newAuthorizedKey(t)); err != nil {
-		t.Fatal(err)
-	}
-	alice := keys.Actor{User: "alice", Role: keys.RoleOperator, Front: "test"}
-
-	b := make([]byte, 18)
-	rand.Read(b)
-	token := "ghp_" + hex.EncodeToString(b)[:36]
-	git := gittest.New(t, gittest.Options{Token: token})
-	git.CreateRepo("acme", "widget", map[string]string{"README.md": "widget\n"})
-	core := newRealFleet(t, data, st, al, logger, git.URL, token)
-	if _, err := core.AddAccount(ctx, alice, "work", token, "acme/widget"); err != nil {
-		t.Fatal(err)
-	}
+	h := fleettest.New(t, fleettest.Options{MaxBoxes: 2})
+	svc, al, st, logger, core, token := h.Keys, h.Audit, h.Store, h.Logger, h.Fleet, h.Token
+	alice := h.Actors["alice"]
 	ts := httptest.NewServer(New(Options{Identity: svc, Logger: logger, Audit: al, Fleet: core,
 		Sessions: st.SessionStore(nil), Throttle: throttle.NewAuth(20, 10*time.Minute, nil)}))
 	t.Cleanup(ts.Close)
@@ -148,63 +108,8 @@ func TestBrowserRealFleet(t *testing.T) {
 	}
 }
 
-// newRealFleet is the real core over st in data, wired as gateway/core.go
-// wires it: QEMU machines from the agent image (none boots until a box is
-// delegated), GitHub accounts on gitHost and MCP servers, both sealed under
-// the data dir's key, and a redactor that knows secrets.
-func newRealFleet(t testing.TB, data string, st *store.SQLite, al *audit.Log, logger *slog.Logger, gitHost string, secrets ...string) *fleet.Fleet {
-	t.Helper()
-	ctx := context.Background()
-	sealer, err := seal.Load(data, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc, err := accounts.New(st, sealer, al, accounts.Config{Host: gitHost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	red, err := redact.New(ctx, func(context.Context) ([]string, error) { return secrets, nil }, redact.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: data, Init: testutil.GuestBinary(t), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := vm.New(ctx, vm.Config{Backend: be, MaxBoxes: 2, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := fleet.New(ctx, fleet.Config{Store: st, VM: mgr, Accounts: acc, Audit: al, Redactor: red, DataDir: data,
-		MCP: st, Sealer: sealer,
-		Policy: fleet.Policy{Spec: vm.Spec{Image: "agent", MemoryMiB: 512}, TickEvery: time.Hour}, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		core.Close()
-		for _, b := range mgr.List() {
-			mgr.Destroy(context.Background(), b.Name)
-		}
-		mgr.Close()
-	})
-	return core
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testutil.RemoveGuestBinary()
 	os.Exit(code)
-}
-
-func newAuthorizedKey(t *testing.T) string {
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(ssh.MarshalAuthorizedKey(pk))
 }

@@ -3,53 +3,30 @@ package web
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet/fleettest"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/store"
 )
 
-// newFleetConsole is the console over the real core (newRealFleet: no box
+// newFleetConsole is the console over the real core (fleettest: no box
 // boots), real SQLite, keys and sessions; users admin, alice and bob.
 func newFleetConsole(t *testing.T) *console {
 	t.Helper()
-	ctx := context.Background()
-	data := testutil.DataDirWithImages(t, "../..")
-	c := &console{t: t, logs: &testutil.SyncBuffer{}, clock: &testClock{t: time.Now()}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", c.logs.String())
-		}
-	})
-	var err error
-	if c.store, err = store.Open(ctx, filepath.Join(data, store.FileName)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.store.Close() })
-	logger := slog.New(slog.NewTextHandler(c.logs, nil))
-	c.audit = audit.New(c.store, logger, c.clock.Now)
-	c.svc = keys.NewService(c.store, c.audit, c.clock.Now)
-	for _, u := range []struct {
-		name string
-		role keys.Role
-	}{{"admin", keys.RoleAdmin}, {"alice", keys.RoleOperator}, {"bob", keys.RoleOperator}} {
-		if _, _, err := c.svc.AddUser(ctx, cli, u.name, u.role, newAuthorizedKey(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.fleet = newRealFleet(t, data, c.store, c.audit, logger, "")
-	c.srv = New(Options{Identity: c.svc, Logger: logger, Audit: c.audit, Fleet: c.fleet, Sessions: c.store.SessionStore(nil),
+	c := &console{t: t, clock: testutil.NewClock(time.Now())}
+	h := fleettest.New(t, fleettest.Options{MaxBoxes: 2, Now: c.clock.Now, NoAccount: true, Users: []fleettest.User{
+		{Name: "admin", Role: keys.RoleAdmin}, {Name: "alice", Role: keys.RoleOperator}, {Name: "bob", Role: keys.RoleOperator}}})
+	c.store, c.logs, c.audit, c.svc, c.fleet = h.Store, h.Logs, h.Audit, h.Keys, h.Fleet
+	c.srv = New(Options{Identity: c.svc, Logger: h.Logger, Audit: c.audit, Fleet: c.fleet, Sessions: c.store.SessionStore(nil),
 		Throttle: throttle.NewAuth(20, 10*time.Minute, nil), LoginHint: "ssh -p 2222 localhost login"})
 	ts := httptest.NewServer(c.srv)
 	t.Cleanup(ts.Close)

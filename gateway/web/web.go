@@ -75,8 +75,10 @@ type Options struct {
 	BodyLimit int64
 	// MetricsAuth puts /metrics behind an admin API key.
 	MetricsAuth bool
-	// TestHooks adds GET /api/v1/test/panic. Tests only.
-	TestHooks bool
+	// ExtraRoutes are handlers of the operator's own by mux pattern, served
+	// through the same middleware (recovery, limits, metrics) as the
+	// built-in routes.
+	ExtraRoutes map[string]http.Handler
 
 	// Fleet is the core behind the console's box pages; nil: they answer
 	// 503 and say the gateway runs without it.
@@ -182,10 +184,8 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/tokens", s.authed(http.HandlerFunc(s.createToken)))
 	s.handle("DELETE /api/v1/tokens/{id}", s.authed(http.HandlerFunc(s.revokeToken)))
 	s.consoleRoutes()
-	if s.TestHooks {
-		s.handle("GET /api/v1/test/panic", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-			panic("test hook: deliberate panic")
-		}))
+	for pattern, h := range s.ExtraRoutes {
+		s.handle(pattern, h)
 	}
 }
 

@@ -47,7 +47,11 @@ func newFront(t testing.TB, o Options) (url, adminToken, opToken string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Identity, o.Logger, o.TestHooks = svc, logger, true
+	o.Identity, o.Logger = svc, logger
+	// A route that panics: the recovery middleware answers 500.
+	o.ExtraRoutes = map[string]http.Handler{"GET /api/v1/test/panic": http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("test hook: deliberate panic")
+	})}
 	if o.Throttle == nil {
 		o.Throttle = throttle.NewAuth(20, 10*time.Minute, nil)
 	}
