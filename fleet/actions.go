@@ -36,16 +36,16 @@ func (f *Fleet) answer(ctx context.Context, caller keys.Actor, name, text string
 	if err != nil {
 		return AnswerResult{}, f.safeErr(err)
 	}
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return AnswerResult{}, f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
+	defer lock.Unlock()
 	if strict && rec.Question == "" {
 		err := fmt.Errorf("box %q has no pending question (it is %s); send a follow-up instead: %w", name, rec.State, ErrConflict)
 		return AnswerResult{}, f.safeErr(err)
 	}
-	res, err := f.answerLocked(ctx, caller, rt, &rec, t, force)
+	res, err := f.answerLocked(ctx, caller, &rec, t, force)
 	if err != nil {
 		f.audit.Finish(ctx, f.entry(caller, "box.answer", name), err, "error")
 		return AnswerResult{}, f.safeErr(err)
@@ -54,7 +54,7 @@ func (f *Fleet) answer(ctx context.Context, caller keys.Actor, name, text string
 	return res, f.safeErr(err)
 }
 
-func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rt *boxRT, rec *record, t string, force bool) (AnswerResult, error) {
+func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rec *record, t string, force bool) (AnswerResult, error) {
 	if rec.State == Sleeping {
 		if err := f.wakeLocked(ctx, caller, rec); err != nil {
 			return AnswerResult{}, err
@@ -66,12 +66,12 @@ func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rt *boxRT, 
 		if err := f.vm.Remove(ctx, rec.VM, questionFile); err != nil && !errors.Is(fileErr(err), ErrNotFound) {
 			return AnswerResult{}, fmt.Errorf("clear the question: %w", err)
 		}
-		if err := f.startTurn(ctx, rec, t, caller, "box.answer"); err != nil {
+		if err := f.runs.startTurn(ctx, rec, t, caller, "box.answer"); err != nil {
 			return AnswerResult{}, err
 		}
 		return AnswerResult{Outcome: Answered}, nil
 	case Done:
-		if err := f.startTurn(ctx, rec, t, caller, "box.followup"); err != nil {
+		if err := f.runs.startTurn(ctx, rec, t, caller, "box.followup"); err != nil {
 			return AnswerResult{}, err
 		}
 		return AnswerResult{Outcome: Resumed}, nil
@@ -83,15 +83,15 @@ func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rt *boxRT, 
 				return AnswerResult{}, err
 			}
 			f.audit.Finish(ctx, e, nil, "")
-			f.emit(*rec, EventInbox, "")
+			f.events.emit(*rec, EventInbox, "")
 			return AnswerResult{Outcome: Queued, InboxID: id}, nil
 		}
 		// force: end the running turn, then resume with the text.
-		f.stopFollow(rt)
-		f.interruptTurn(ctx, *rec)
+		f.runs.stop(rec.Name)
+		f.runs.interrupt(ctx, *rec)
 		rec.TurnDone = true
-		_ = f.appendLog(rec.Name, fmt.Sprintf("── turn %d interrupted by %s ──\n", rec.Turn, caller.User))
-		if err := f.startTurn(ctx, rec, t, caller, "box.followup"); err != nil {
+		_ = f.logs.append(rec.Name, fmt.Sprintf("── turn %d interrupted by %s ──\n", rec.Turn, caller.User))
+		if err := f.runs.startTurn(ctx, rec, t, caller, "box.followup"); err != nil {
 			return AnswerResult{}, err
 		}
 		return AnswerResult{Outcome: Resumed}, nil
@@ -99,20 +99,8 @@ func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rt *boxRT, 
 	return AnswerResult{}, fmt.Errorf("box %q is %s; nothing to answer: %w", rec.Name, rec.State, ErrConflict)
 }
 
-// interruptTurn ends the agent of the current turn (its process group).
-func (f *Fleet) interruptTurn(ctx context.Context, rec record) {
-	_, exit := turnFiles(rec.Turn)
-	script := `pid=$(cat "$1.pid" 2>/dev/null) || exit 0
-kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
-for i in 1 2 3 4 5 6 7 8 9 10; do [ -e "$1" ] && exit 0; sleep 0.2; done
-kill -KILL -"$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; exit 0`
-	if out, err := f.run(ctx, rec.VM, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", script, "sh", exit}}); err != nil {
-		f.log.Warn("interrupt turn", "box", rec.Name, "err", err, "out", out)
-	}
-}
-
 func (f *Fleet) inbox(ctx context.Context, caller keys.Actor, name string) ([]InboxItem, error) {
-	if _, err := f.resolve(ctx, caller, name); err != nil {
+	if _, err := f.locks.resolve(ctx, caller, name); err != nil {
 		return nil, f.safeErr(err)
 	}
 	docs, err := f.store.ListInbox(ctx, name)
@@ -127,11 +115,11 @@ func (f *Fleet) inbox(ctx context.Context, caller keys.Actor, name string) ([]In
 }
 
 func (f *Fleet) removeInbox(ctx context.Context, caller keys.Actor, name string, id int64) error {
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
+	defer lock.Unlock()
 	e := f.entry(caller, "box.inbox.rm", name)
 	e.Detail = fmt.Sprint(id)
 	found, err := f.store.DeleteInbox(ctx, name, id, e)
@@ -142,7 +130,7 @@ func (f *Fleet) removeInbox(ctx context.Context, caller keys.Actor, name string,
 		return fmt.Errorf("inbox item %d of box %q: %w", id, name, ErrNotFound)
 	}
 	f.audit.Finish(ctx, e, nil, "")
-	f.emit(rec, EventInbox, "")
+	f.events.emit(rec, EventInbox, "")
 	return nil
 }
 
@@ -156,23 +144,23 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	}
 	// Hold the lock only to wake the box and read the side session: the
 	// side question must not block the driver's run for its whole length.
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return redact.Safe{}, f.safeErr(err)
 	}
 	if _, err := f.machine(ctx, caller, &rec); err != nil {
-		rt.mu.Unlock()
+		lock.Unlock()
 		return redact.Safe{}, f.safeErr(err)
 	}
 	session := rec.Side
 	if fresh {
 		session = ""
 	}
-	rt.mu.Unlock()
+	lock.Unlock()
 	p := profiles()[rec.Agent]
 	actx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(strings.TrimPrefix(workDir(rec), "/workspace"), "/"), Env: append(f.agentEnv(rec), "SBX_LANE="+hooks.SideLane)})
+	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(strings.TrimPrefix(workDir(rec), "/workspace"), "/"), Env: append(f.runs.agentEnv(rec), "SBX_LANE="+hooks.SideLane)})
 	e := f.entry(caller, "box.ask", name)
 	if err != nil {
 		f.audit.Finish(ctx, e, err, "error")
@@ -198,29 +186,29 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	}
 	_ = f.audit.Record(ctx, e)
 	if s := parser.session(); s != "" {
-		if rec2, rt2, err := f.lockBox(ctx, caller, name); err == nil {
+		if rec2, lock2, err := f.locks.lockBox(ctx, caller, name); err == nil {
 			rec2.Side = s
-			_ = f.save(ctx, rec2, audit.Entry{})
-			rt2.mu.Unlock()
+			_ = f.records.save(ctx, rec2, audit.Entry{})
+			lock2.Unlock()
 		}
 	}
 	return f.red.String(text.String()), nil
 }
 
 func (f *Fleet) sleep(ctx context.Context, caller keys.Actor, name, why string) (Box, error) {
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
-	if err := f.sleepLocked(ctx, caller, rt, &rec, why); err != nil {
+	defer lock.Unlock()
+	if err := f.sleepLocked(ctx, caller, &rec, why); err != nil {
 		return Box{}, f.safeErr(err)
 	}
 	b, err := f.view(ctx, rec)
 	return b, f.safeErr(err)
 }
 
-func (f *Fleet) sleepLocked(ctx context.Context, caller keys.Actor, rt *boxRT, rec *record, why string) error {
+func (f *Fleet) sleepLocked(ctx context.Context, caller keys.Actor, rec *record, why string) error {
 	switch rec.State {
 	case Running, Waiting, Done:
 	case Sleeping:
@@ -228,24 +216,24 @@ func (f *Fleet) sleepLocked(ctx context.Context, caller keys.Actor, rt *boxRT, r
 	default:
 		return fmt.Errorf("box %q is %s and cannot sleep: %w", rec.Name, rec.State, ErrConflict)
 	}
-	f.stopFollow(rt)
+	f.runs.stop(rec.Name)
 	if _, err := f.vm.Sleep(ctx, rec.VM); err != nil {
 		if rec.State == Running {
-			f.follow(*rec, nil)
+			f.runs.follow(*rec, nil)
 		}
 		return vmErr(err)
 	}
 	rec.StateBeforeSleep = rec.State
 	rec.SleptAt = f.now()
-	return f.transition(ctx, rec, Sleeping, caller, "box.sleep", why)
+	return f.records.transition(ctx, rec, Sleeping, caller, "box.sleep", why)
 }
 
 func (f *Fleet) wake(ctx context.Context, caller keys.Actor, name string) (Box, error) {
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
+	defer lock.Unlock()
 	if rec.State != Sleeping {
 		return Box{}, f.safeErr(fmt.Errorf("box %q is %s, not asleep: %w", name, rec.State, ErrConflict))
 	}
@@ -273,29 +261,29 @@ func (f *Fleet) wakeLocked(ctx context.Context, caller keys.Actor, rec *record) 
 	rec.LastOutput = f.now()
 	if cold && to == Running {
 		rec.TurnDone = true
-		_ = f.appendLog(rec.Name, fmt.Sprintf("── turn %d lost: the box woke by a cold boot (%s) ──\n", rec.Turn, b.Reason))
+		_ = f.logs.append(rec.Name, fmt.Sprintf("── turn %d lost: the box woke by a cold boot (%s) ──\n", rec.Turn, b.Reason))
 		to = Done
 	}
-	if err := f.transition(ctx, rec, to, caller, "box.wake", b.Reason); err != nil {
+	if err := f.records.transition(ctx, rec, to, caller, "box.wake", b.Reason); err != nil {
 		return err
 	}
 	if to == Running {
-		f.follow(*rec, nil)
+		f.runs.follow(*rec, nil)
 	}
 	return nil
 }
 
 func (f *Fleet) destroy(ctx context.Context, caller keys.Actor, name string) error {
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
-	return f.safeErr(f.destroyLocked(ctx, caller, rt, &rec, ""))
+	defer lock.Unlock()
+	return f.safeErr(f.destroyLocked(ctx, caller, &rec, ""))
 }
 
-func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rt *boxRT, rec *record, why string) error {
-	f.stopFollow(rt)
+func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rec *record, why string) error {
+	f.runs.stop(rec.Name)
 	if rec.VM != "" {
 		if err := f.vm.Destroy(ctx, rec.VM); err != nil && !errors.Is(vmErr(err), ErrNotFound) {
 			return fmt.Errorf("destroy box %q: %w", rec.Name, vmErr(err))
@@ -311,16 +299,8 @@ func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rt *boxRT,
 	}
 	f.audit.Finish(ctx, e, nil, "")
 	rec.State = Destroyed
-	f.mu.Lock()
-	l := rt.log
-	rt.log = nil
-	delete(f.boxes, rec.Name)
-	f.mu.Unlock()
-	if l != nil {
-		l.Close() // followers get io.EOF
-	}
-	removeFile(f.logPath(rec.Name))
-	removeFile(f.posPath(rec.Name))
-	f.emit(*rec, EventRemoved, why)
+	f.locks.drop(rec.Name)
+	f.logs.remove(rec.Name) // followers get io.EOF
+	f.events.emit(*rec, EventRemoved, why)
 	return nil
 }
