@@ -1,9 +1,11 @@
 package fleet
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -195,112 +197,162 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	return f.red.String(text.String()), nil
 }
 
-func (f *Fleet) sleep(ctx context.Context, caller keys.Actor, name, why string) (Box, error) {
-	rec, lock, err := f.locks.lockBox(ctx, caller, name)
-	if err != nil {
-		return Box{}, f.safeErr(err)
+// machine makes sure the box's machine runs, waking it when it sleeps; woke
+// says whether it had to. Only the actions that act on a box (exec and
+// attach, ask; answer and follow-up wake in answerLocked) call it: what only
+// reads uses awake instead. The caller holds the box's lock.
+func (f *Fleet) machine(ctx context.Context, caller keys.Actor, rec *record) (woke bool, err error) {
+	if rec.State == Sleeping {
+		if err := f.wakeLocked(ctx, caller, rec); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
-	defer lock.Unlock()
-	if err := f.sleepLocked(ctx, caller, &rec, why); err != nil {
-		return Box{}, f.safeErr(err)
-	}
-	b, err := f.view(ctx, rec)
-	return b, f.safeErr(err)
+	return false, awake(*rec)
 }
 
-func (f *Fleet) sleepLocked(ctx context.Context, caller keys.Actor, rec *record, why string) error {
+// awake refuses a box whose machine does not run. The read paths (files,
+// artifacts, diff) use it: reading never changes a box, so a sleeping box
+// says so rather than being woken by a read-scoped key.
+func awake(rec record) error {
 	switch rec.State {
 	case Running, Waiting, Done:
+		return nil
 	case Sleeping:
-		return fmt.Errorf("box %q is already asleep: %w", rec.Name, ErrConflict)
+		return fmt.Errorf("box %q is asleep, and reading does not wake it: wake it first (ssh <gateway> wake %s, the console's Wake button or the MCP wake tool): %w",
+			rec.Name, rec.Name, ErrConflict)
+	case Creating:
+		return fmt.Errorf("box %q is still being set up: %w", rec.Name, ErrConflict)
 	default:
-		return fmt.Errorf("box %q is %s and cannot sleep: %w", rec.Name, rec.State, ErrConflict)
+		return fmt.Errorf("box %q has %s (%s): %w", rec.Name, rec.State, rec.Reason, ErrConflict)
 	}
-	f.runs.stop(rec.Name)
-	if _, err := f.vm.Sleep(ctx, rec.VM); err != nil {
-		if rec.State == Running {
-			f.runs.follow(*rec, nil)
-		}
-		return vmErr(err)
-	}
-	rec.StateBeforeSleep = rec.State
-	rec.SleptAt = f.now()
-	return f.records.transition(ctx, rec, Sleeping, caller, "box.sleep", why)
 }
 
-func (f *Fleet) wake(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req ExecRequest) (*Process, error) {
+	if len(req.Argv) == 0 {
+		return nil, fmt.Errorf("exec: empty command: %w", ErrInvalid)
+	}
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return nil, f.safeErr(err)
+	}
+	defer lock.Unlock()
+	woke, err := f.machine(ctx, caller, &rec)
+	if err != nil {
+		return nil, f.safeErr(err)
+	}
+	if f.net != nil {
+		// A shell in the box reaches out the way its agent does: through
+		// the gateway's proxy (the request's own entries win).
+		req.Env = append(withoutKeys(netEnv(), req.Env), req.Env...)
+	}
+	p, err := f.vm.Exec(ctx, rec.VM, req.wire())
+	e := f.entry(caller, "box.exec", name)
+	e.Detail = firstWord(req.Argv) + " as " + execUserName(req.User)
+	if err != nil {
+		f.audit.Finish(ctx, e, err, "error")
+		return nil, f.safeErr(fmt.Errorf("exec in box %q: %w", name, err))
+	}
+	_ = f.audit.Record(ctx, e)
+	return newProcess(f.red, p, woke, req.TTY), nil
+}
+
+// execUserName is who an exec runs as, for its audit row.
+func execUserName(user string) string {
+	if user == "" {
+		return "root"
+	}
+	return user
+}
+
+func firstWord(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return argv[0]
+}
+
+func (f *Fleet) stats(ctx context.Context, caller keys.Actor, name string) (Stats, error) {
+	rec, err := f.locks.resolve(ctx, caller, name)
+	if err != nil {
+		return Stats{}, f.safeErr(err)
+	}
+	switch rec.State {
+	case Running, Waiting, Done:
+		st, err := f.vm.Stats(ctx, rec.VM)
+		return Stats{CPUPercent: st.CPUPercent, PrivateBytes: st.PrivateBytes}, f.safeErr(err)
+	}
+	return Stats{}, nil
+}
+
+func (f *Fleet) keep(ctx context.Context, caller keys.Actor, name string, keep bool) (Box, error) {
 	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
 	defer lock.Unlock()
-	if rec.State != Sleeping {
-		return Box{}, f.safeErr(fmt.Errorf("box %q is %s, not asleep: %w", name, rec.State, ErrConflict))
+	rec.Keep = keep
+	action := "box.keep"
+	if !keep {
+		action = "box.unkeep"
 	}
-	if err := f.wakeLocked(ctx, caller, &rec); err != nil {
+	if err := f.records.save(ctx, rec, f.entry(caller, action, name)); err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	f.events.emit(rec, EventState, action)
+	b, err := f.view(ctx, rec)
+	return b, f.safeErr(err)
+}
+
+func (f *Fleet) setAllow(ctx context.Context, caller keys.Actor, name string, domains []string) (Box, error) {
+	allow, err := cleanAllow(domains)
+	if err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	defer lock.Unlock()
+	rec.Allow = allow
+	e := f.entry(caller, "box.allow", name)
+	e.Detail = strings.Join(allow, " ")
+	if err := f.records.save(ctx, rec, e); err != nil {
 		return Box{}, f.safeErr(err)
 	}
 	b, err := f.view(ctx, rec)
 	return b, f.safeErr(err)
 }
 
-// wakeLocked brings a sleeping box back to where it was. A turn that was
-// running resumes being followed; after a cold boot (no usable memory
-// snapshot) the agent's process is gone, so the turn ends as lost.
-func (f *Fleet) wakeLocked(ctx context.Context, caller keys.Actor, rec *record) error {
-	b, err := f.vm.Wake(ctx, rec.VM)
-	if err != nil {
-		return vmErr(err)
+// withoutKeys drops from env the variables that over sets.
+func withoutKeys(env, over []string) []string {
+	set := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
 	}
-	to := rec.StateBeforeSleep
-	if to == "" {
-		to = Done
-	}
-	cold := strings.Contains(strings.ToLower(b.Reason), "cold")
-	rec.SleptAt = time.Time{}
-	rec.LastOutput = f.now()
-	if cold && to == Running {
-		rec.TurnDone = true
-		_ = f.logs.append(rec.Name, fmt.Sprintf("── turn %d lost: the box woke by a cold boot (%s) ──\n", rec.Turn, b.Reason))
-		to = Done
-	}
-	if err := f.records.transition(ctx, rec, to, caller, "box.wake", b.Reason); err != nil {
-		return err
-	}
-	if to == Running {
-		f.runs.follow(*rec, nil)
-	}
-	return nil
-}
-
-func (f *Fleet) destroy(ctx context.Context, caller keys.Actor, name string) error {
-	rec, lock, err := f.locks.lockBox(ctx, caller, name)
-	if err != nil {
-		return f.safeErr(err)
-	}
-	defer lock.Unlock()
-	return f.safeErr(f.destroyLocked(ctx, caller, &rec, ""))
-}
-
-func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rec *record, why string) error {
-	f.runs.stop(rec.Name)
-	if rec.VM != "" {
-		if err := f.vm.Destroy(ctx, rec.VM); err != nil && !errors.Is(vmErr(err), ErrNotFound) {
-			return fmt.Errorf("destroy box %q: %w", rec.Name, vmErr(err))
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			out = append(out, kv)
 		}
 	}
-	if f.net != nil && rec.VM != "" {
-		f.net.Detach(rec.VM)
+	return out
+}
+
+// scanLines calls fn with each line of r (without its newline).
+func scanLines(r io.Reader, fn func([]byte)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			fn(trimNL(line))
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
 	}
-	e := f.entry(caller, "box.destroy", rec.Name)
-	e.Detail = why
-	if err := f.store.DeleteBox(ctx, rec.Name, e); err != nil {
-		return err
-	}
-	f.audit.Finish(ctx, e, nil, "")
-	rec.State = Destroyed
-	f.locks.drop(rec.Name)
-	f.logs.remove(rec.Name) // followers get io.EOF
-	f.events.emit(*rec, EventRemoved, why)
-	return nil
 }

@@ -322,6 +322,17 @@ func (f *Fleet) RemoveMCPServer(ctx context.Context, caller keys.Actor, name str
 // The box network's side (gateway/boxnet): it acts for a machine, named by
 // the socket its connection came through, never for a caller.
 
+// NetGrant returns the current grant of a machine's network path.
+func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
+	return f.grants.grant(ctx, vmName)
+}
+
+// SpendModel adds usage to a machine's model budget and refuses it (adding
+// nothing) when it would pass maxRequests or maxTokens (0: no bound).
+func (f *Fleet) SpendModel(ctx context.Context, vmName string, u ModelUsage, maxRequests, maxTokens int64) error {
+	return f.grants.spendModel(ctx, vmName, u, maxRequests, maxTokens)
+}
+
 // MCPSecrets returns every MCP header value owner's servers hold, for the
 // redactor's list of known secrets (and for nothing else).
 func (f *Fleet) MCPSecrets(ctx context.Context, owner string) ([]string, error) {

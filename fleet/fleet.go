@@ -11,6 +11,17 @@
 // Every call takes the caller (keys.Actor) and resolves the box through
 // them; there is no method that acts on a bare box name. Everything that
 // leaves a box passes the one redactor before a front sees it.
+//
+// Fleet is the caller-checked front door (api.go) over parts, each a small
+// struct that owns its state, in the file named for it: records (load,
+// save, transition), locks (the way to a box: through the caller, under its
+// lock), events (changes to subscribers), logs (streams, positions, the
+// cluster mirror), runs (start and follow the agent's turns), pool (warm
+// machines), settings (accounts, MCP servers, allow-lists), files (stat,
+// readdir, artifacts, diff), net.go's grants (the box network's view) and
+// cluster.go's leases. What spans parts is Fleet's: delegate.go (a new
+// box), actions.go (what a caller does in a box), lifecycle.go (sleep,
+// wake, destroy, the timers, recovery).
 package fleet
 
 import (
@@ -113,7 +124,7 @@ type Fleet struct {
 	pool     *pool     // pool.go: the warm machines
 	settings *settings // settings.go: accounts, MCP servers, allow-lists
 	files    *files    // files.go: stat, readdir, artifacts, diff
-	vmBoxes  *vmBoxes  // net.go: which box a machine serves
+	grants   *grants   // net.go: what a machine's network path may reach
 }
 
 // background is the core's own work (turns followed, mirrors, the pool,
@@ -211,7 +222,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	f.logs.runs = f.runs
 	f.pool = &pool{vm: f.vm, net: f.net, policy: f.policy, leases: f.leases, audit: f.audit, bg: bg, now: f.now, log: f.log}
 	f.files = &files{vm: f.vm, locks: f.locks, red: f.red, audit: f.audit, now: f.now}
-	f.vmBoxes = &vmBoxes{records: f.records, boxes: map[string]string{}}
+	f.grants = &grants{records: f.records, locks: f.locks, settings: f.settings, boxes: map[string]string{}}
 	return f
 }
 
@@ -222,13 +233,6 @@ func (f *Fleet) Close() error {
 	f.bg.wg.Wait()
 	return f.logs.closeAll()
 }
-
-// canSee is the one ownership rule: owners see their boxes, admins all.
-func canSee(caller keys.Actor, owner string) bool {
-	return caller.Role == keys.RoleAdmin || (caller.User != "" && caller.User == owner)
-}
-
-func notFound(name string) error { return fmt.Errorf("box %q: %w", name, ErrNotFound) }
 
 func (f *Fleet) list(ctx context.Context, caller keys.Actor) ([]Box, error) {
 	recs, err := f.records.loadAll(ctx)

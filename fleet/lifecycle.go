@@ -1,38 +1,128 @@
 package fleet
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
+	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm"
 )
 
-func drain(r io.Reader) { _, _ = io.Copy(io.Discard, r) }
+// sleep, wake and destroy: what a caller and the timers do to a box's
+// machine. The *Locked forms run under the box's lock.
 
-// scanLines calls fn with each line of r (without its newline).
-func scanLines(r io.Reader, fn func([]byte)) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			fn(trimNL(line))
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return err
-		}
+func (f *Fleet) sleep(ctx context.Context, caller keys.Actor, name, why string) (Box, error) {
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return Box{}, f.safeErr(err)
 	}
+	defer lock.Unlock()
+	if err := f.sleepLocked(ctx, caller, &rec, why); err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	b, err := f.view(ctx, rec)
+	return b, f.safeErr(err)
 }
 
-func removeFile(path string) { _ = os.Remove(path) }
+func (f *Fleet) sleepLocked(ctx context.Context, caller keys.Actor, rec *record, why string) error {
+	switch rec.State {
+	case Running, Waiting, Done:
+	case Sleeping:
+		return fmt.Errorf("box %q is already asleep: %w", rec.Name, ErrConflict)
+	default:
+		return fmt.Errorf("box %q is %s and cannot sleep: %w", rec.Name, rec.State, ErrConflict)
+	}
+	f.runs.stop(rec.Name)
+	if _, err := f.vm.Sleep(ctx, rec.VM); err != nil {
+		if rec.State == Running {
+			f.runs.follow(*rec, nil)
+		}
+		return vmErr(err)
+	}
+	rec.StateBeforeSleep = rec.State
+	rec.SleptAt = f.now()
+	return f.records.transition(ctx, rec, Sleeping, caller, "box.sleep", why)
+}
+
+func (f *Fleet) wake(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	defer lock.Unlock()
+	if rec.State != Sleeping {
+		return Box{}, f.safeErr(fmt.Errorf("box %q is %s, not asleep: %w", name, rec.State, ErrConflict))
+	}
+	if err := f.wakeLocked(ctx, caller, &rec); err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	b, err := f.view(ctx, rec)
+	return b, f.safeErr(err)
+}
+
+// wakeLocked brings a sleeping box back to where it was. A turn that was
+// running resumes being followed; after a cold boot (no usable memory
+// snapshot) the agent's process is gone, so the turn ends as lost.
+func (f *Fleet) wakeLocked(ctx context.Context, caller keys.Actor, rec *record) error {
+	b, err := f.vm.Wake(ctx, rec.VM)
+	if err != nil {
+		return vmErr(err)
+	}
+	to := rec.StateBeforeSleep
+	if to == "" {
+		to = Done
+	}
+	cold := strings.Contains(strings.ToLower(b.Reason), "cold")
+	rec.SleptAt = time.Time{}
+	rec.LastOutput = f.now()
+	if cold && to == Running {
+		rec.TurnDone = true
+		_ = f.logs.append(rec.Name, fmt.Sprintf("── turn %d lost: the box woke by a cold boot (%s) ──\n", rec.Turn, b.Reason))
+		to = Done
+	}
+	if err := f.records.transition(ctx, rec, to, caller, "box.wake", b.Reason); err != nil {
+		return err
+	}
+	if to == Running {
+		f.runs.follow(*rec, nil)
+	}
+	return nil
+}
+
+func (f *Fleet) destroy(ctx context.Context, caller keys.Actor, name string) error {
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return f.safeErr(err)
+	}
+	defer lock.Unlock()
+	return f.safeErr(f.destroyLocked(ctx, caller, &rec, ""))
+}
+
+func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rec *record, why string) error {
+	f.runs.stop(rec.Name)
+	if rec.VM != "" {
+		if err := f.vm.Destroy(ctx, rec.VM); err != nil && !errors.Is(vmErr(err), ErrNotFound) {
+			return fmt.Errorf("destroy box %q: %w", rec.Name, vmErr(err))
+		}
+	}
+	if f.net != nil && rec.VM != "" {
+		f.net.Detach(rec.VM)
+	}
+	e := f.entry(caller, "box.destroy", rec.Name)
+	e.Detail = why
+	if err := f.store.DeleteBox(ctx, rec.Name, e); err != nil {
+		return err
+	}
+	f.audit.Finish(ctx, e, nil, "")
+	rec.State = Destroyed
+	f.locks.drop(rec.Name)
+	f.logs.remove(rec.Name) // followers get io.EOF
+	f.events.emit(*rec, EventRemoved, why)
+	return nil
+}
 
 // tickLoop runs the lifecycle timers every Policy.TickEvery.
 func (f *Fleet) tickLoop() {

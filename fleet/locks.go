@@ -105,3 +105,10 @@ func (l *locks) lockBox(ctx context.Context, caller keys.Actor, name string) (re
 	}
 	return rec, lock, nil
 }
+
+// canSee is the one ownership rule: owners see their boxes, admins all.
+func canSee(caller keys.Actor, owner string) bool {
+	return caller.Role == keys.RoleAdmin || (caller.User != "" && caller.User == owner)
+}
+
+func notFound(name string) error { return fmt.Errorf("box %q: %w", name, ErrNotFound) }

@@ -502,3 +502,7 @@ func (s *LogStream) Offset() int64 { return s.off }
 
 // Close ends the stream; a blocked Next or Read returns.
 func (s *LogStream) Close() error { return s.rd.Close() }
+
+func drain(r io.Reader) { _, _ = io.Copy(io.Discard, r) }
+
+func removeFile(path string) { _ = os.Remove(path) }

@@ -64,20 +64,24 @@ type ModelUsage struct {
 	OutputTokens int64 `json:"output_tokens"`
 }
 
-// vmBoxes finds the box that owns a machine, for the box network.
+// grants answers the box network (gateway/boxnet), which acts for a
+// machine, named by the socket its connection came through: what the
+// machine's box may reach, and its model budget.
 //
-// Every request through a box's network path asks this, so the box last
-// found for the machine is tried first (a hint, checked against the record
-// each time); only a miss reads every record.
-type vmBoxes struct {
-	records *records
+// Every request through a box's network path finds the machine's box, so
+// the box last found for the machine is tried first (a hint, checked
+// against the record each time); only a miss reads every record.
+type grants struct {
+	records  *records
+	locks    *locks
+	settings *settings
 
 	mu    sync.Mutex
 	boxes map[string]string // machine → the box that last held it
 }
 
 // find returns the record of the box that owns vmName.
-func (v *vmBoxes) find(ctx context.Context, vmName string) (record, bool, error) {
+func (v *grants) find(ctx context.Context, vmName string) (record, bool, error) {
 	v.mu.Lock()
 	hint, ok := v.boxes[vmName]
 	v.mu.Unlock()
@@ -104,15 +108,15 @@ func (v *vmBoxes) find(ctx context.Context, vmName string) (record, bool, error)
 	return record{}, false, nil
 }
 
-// NetGrant returns the current grant of a machine's network path.
-func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
-	rec, ok, err := f.vmBoxes.find(ctx, vmName)
+// grant returns the current grant of a machine's network path.
+func (v *grants) grant(ctx context.Context, vmName string) (NetGrant, error) {
+	rec, ok, err := v.find(ctx, vmName)
 	if err != nil || !ok {
 		return NetGrant{}, err
 	}
 	g := NetGrant{Box: rec.Name, Owner: rec.Owner, Allow: rec.Allow, Model: rec.Model}
 	for _, r := range rec.Repos {
-		_, tok, err := f.settings.accounts.Token(ctx, rec.Owner, r.Account)
+		_, tok, err := v.settings.accounts.Token(ctx, rec.Owner, r.Account)
 		if err != nil {
 			continue // the account was removed: the repo is no longer reachable
 		}
@@ -120,7 +124,7 @@ func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
 		if err != nil {
 			continue
 		}
-		nr := NetRepo{Path: repo.String(), Upstream: f.settings.accounts.CloneURL(repo), Token: tok}
+		nr := NetRepo{Path: repo.String(), Upstream: v.settings.accounts.CloneURL(repo), Token: tok}
 		if !strings.HasSuffix(nr.Upstream, ".git") {
 			nr.Upstream += ".git"
 		}
@@ -129,7 +133,7 @@ func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
 		}
 		g.Repos = append(g.Repos, nr)
 	}
-	srvs, err := f.settings.mcpServers(ctx, rec.Owner)
+	srvs, err := v.settings.mcpServers(ctx, rec.Owner)
 	if err != nil {
 		return g, err
 	}
@@ -139,20 +143,19 @@ func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
 	return g, nil
 }
 
-// SpendModel adds usage to a machine's model budget and refuses it (adding
-// nothing) when it would pass maxRequests or maxTokens (0: no bound).
-func (f *Fleet) SpendModel(ctx context.Context, vmName string, u ModelUsage, maxRequests, maxTokens int64) error {
-	rec, ok, err := f.vmBoxes.find(ctx, vmName)
+// spendModel adds usage to a machine's model budget (see Fleet.SpendModel).
+func (v *grants) spendModel(ctx context.Context, vmName string, u ModelUsage, maxRequests, maxTokens int64) error {
+	rec, ok, err := v.find(ctx, vmName)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return fmt.Errorf("machine %s belongs to no box: %w", vmName, ErrForbidden)
 	}
-	lock := f.locks.get(rec.Name)
+	lock := v.locks.get(rec.Name)
 	lock.Lock()
 	defer lock.Unlock()
-	rec, err = f.records.load(ctx, rec.Name)
+	rec, err = v.records.load(ctx, rec.Name)
 	if err != nil {
 		return err
 	}
@@ -167,7 +170,7 @@ func (f *Fleet) SpendModel(ctx context.Context, vmName string, u ModelUsage, max
 		return fmt.Errorf("box %s used its %d model tokens (model.max_tokens): %w", rec.Name, maxTokens, ErrLimit)
 	}
 	rec.Model = m
-	return f.records.save(ctx, rec, audit.Entry{})
+	return v.records.save(ctx, rec, audit.Entry{})
 }
 
 // netEnv is the agent's environment for the box's network path.
