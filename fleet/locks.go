@@ -110,5 +110,3 @@ func (l *locks) lockBox(ctx context.Context, caller keys.Actor, name string) (re
 func canSee(caller keys.Actor, owner string) bool {
 	return caller.Role == keys.RoleAdmin || (caller.User != "" && caller.User == owner)
 }
-
-func notFound(name string) error { return fmt.Errorf("box %q: %w", name, ErrNotFound) }

@@ -61,6 +61,10 @@ type records struct {
 	log    *slog.Logger
 }
 
+// notFound is the error of a box that does not exist (or that the caller
+// may not see: the two read the same).
+func notFound(name string) error { return fmt.Errorf("box %q: %w", name, ErrNotFound) }
+
 // load reads a box's record.
 func (r *records) load(ctx context.Context, name string) (record, error) {
 	doc, err := r.store.GetBox(ctx, name)
