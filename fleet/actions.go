@@ -1,9 +1,11 @@
 package fleet
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -36,16 +38,16 @@ func (f *Fleet) answer(ctx context.Context, caller keys.Actor, name, text string
 	if err != nil {
 		return AnswerResult{}, f.safeErr(err)
 	}
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return AnswerResult{}, f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
+	defer lock.Unlock()
 	if strict && rec.Question == "" {
 		err := fmt.Errorf("box %q has no pending question (it is %s); send a follow-up instead: %w", name, rec.State, ErrConflict)
 		return AnswerResult{}, f.safeErr(err)
 	}
-	res, err := f.answerLocked(ctx, caller, rt, &rec, t, force)
+	res, err := f.answerLocked(ctx, caller, &rec, t, force)
 	if err != nil {
 		f.audit.Finish(ctx, f.entry(caller, "box.answer", name), err, "error")
 		return AnswerResult{}, f.safeErr(err)
@@ -54,7 +56,7 @@ func (f *Fleet) answer(ctx context.Context, caller keys.Actor, name, text string
 	return res, f.safeErr(err)
 }
 
-func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rt *boxRT, rec *record, t string, force bool) (AnswerResult, error) {
+func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rec *record, t string, force bool) (AnswerResult, error) {
 	if rec.State == Sleeping {
 		if err := f.wakeLocked(ctx, caller, rec); err != nil {
 			return AnswerResult{}, err
@@ -66,12 +68,12 @@ func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rt *boxRT, 
 		if err := f.vm.Remove(ctx, rec.VM, questionFile); err != nil && !errors.Is(fileErr(err), ErrNotFound) {
 			return AnswerResult{}, fmt.Errorf("clear the question: %w", err)
 		}
-		if err := f.startTurn(ctx, rec, t, caller, "box.answer"); err != nil {
+		if err := f.runs.startTurn(ctx, rec, t, caller, "box.answer"); err != nil {
 			return AnswerResult{}, err
 		}
 		return AnswerResult{Outcome: Answered}, nil
 	case Done:
-		if err := f.startTurn(ctx, rec, t, caller, "box.followup"); err != nil {
+		if err := f.runs.startTurn(ctx, rec, t, caller, "box.followup"); err != nil {
 			return AnswerResult{}, err
 		}
 		return AnswerResult{Outcome: Resumed}, nil
@@ -83,15 +85,15 @@ func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rt *boxRT, 
 				return AnswerResult{}, err
 			}
 			f.audit.Finish(ctx, e, nil, "")
-			f.emit(*rec, EventInbox, "")
+			f.events.emit(*rec, EventInbox, "")
 			return AnswerResult{Outcome: Queued, InboxID: id}, nil
 		}
 		// force: end the running turn, then resume with the text.
-		f.stopFollow(rt)
-		f.interruptTurn(ctx, *rec)
+		f.runs.stop(rec.Name)
+		f.runs.interrupt(ctx, *rec)
 		rec.TurnDone = true
-		_ = f.appendLog(rec.Name, fmt.Sprintf("── turn %d interrupted by %s ──\n", rec.Turn, caller.User))
-		if err := f.startTurn(ctx, rec, t, caller, "box.followup"); err != nil {
+		_ = f.logs.append(rec.Name, fmt.Sprintf("── turn %d interrupted by %s ──\n", rec.Turn, caller.User))
+		if err := f.runs.startTurn(ctx, rec, t, caller, "box.followup"); err != nil {
 			return AnswerResult{}, err
 		}
 		return AnswerResult{Outcome: Resumed}, nil
@@ -99,20 +101,8 @@ func (f *Fleet) answerLocked(ctx context.Context, caller keys.Actor, rt *boxRT, 
 	return AnswerResult{}, fmt.Errorf("box %q is %s; nothing to answer: %w", rec.Name, rec.State, ErrConflict)
 }
 
-// interruptTurn ends the agent of the current turn (its process group).
-func (f *Fleet) interruptTurn(ctx context.Context, rec record) {
-	_, exit := turnFiles(rec.Turn)
-	script := `pid=$(cat "$1.pid" 2>/dev/null) || exit 0
-kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
-for i in 1 2 3 4 5 6 7 8 9 10; do [ -e "$1" ] && exit 0; sleep 0.2; done
-kill -KILL -"$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; exit 0`
-	if out, err := f.run(ctx, rec.VM, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", script, "sh", exit}}); err != nil {
-		f.log.Warn("interrupt turn", "box", rec.Name, "err", err, "out", out)
-	}
-}
-
 func (f *Fleet) inbox(ctx context.Context, caller keys.Actor, name string) ([]InboxItem, error) {
-	if _, err := f.resolve(ctx, caller, name); err != nil {
+	if _, err := f.locks.resolve(ctx, caller, name); err != nil {
 		return nil, f.safeErr(err)
 	}
 	docs, err := f.store.ListInbox(ctx, name)
@@ -127,11 +117,11 @@ func (f *Fleet) inbox(ctx context.Context, caller keys.Actor, name string) ([]In
 }
 
 func (f *Fleet) removeInbox(ctx context.Context, caller keys.Actor, name string, id int64) error {
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
+	defer lock.Unlock()
 	e := f.entry(caller, "box.inbox.rm", name)
 	e.Detail = fmt.Sprint(id)
 	found, err := f.store.DeleteInbox(ctx, name, id, e)
@@ -142,7 +132,7 @@ func (f *Fleet) removeInbox(ctx context.Context, caller keys.Actor, name string,
 		return fmt.Errorf("inbox item %d of box %q: %w", id, name, ErrNotFound)
 	}
 	f.audit.Finish(ctx, e, nil, "")
-	f.emit(rec, EventInbox, "")
+	f.events.emit(rec, EventInbox, "")
 	return nil
 }
 
@@ -156,23 +146,23 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	}
 	// Hold the lock only to wake the box and read the side session: the
 	// side question must not block the driver's run for its whole length.
-	rec, rt, err := f.lockBox(ctx, caller, name)
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return redact.Safe{}, f.safeErr(err)
 	}
 	if _, err := f.machine(ctx, caller, &rec); err != nil {
-		rt.mu.Unlock()
+		lock.Unlock()
 		return redact.Safe{}, f.safeErr(err)
 	}
 	session := rec.Side
 	if fresh {
 		session = ""
 	}
-	rt.mu.Unlock()
+	lock.Unlock()
 	p := profiles()[rec.Agent]
 	actx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(strings.TrimPrefix(workDir(rec), "/workspace"), "/"), Env: append(f.agentEnv(rec), "SBX_LANE="+hooks.SideLane)})
+	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(strings.TrimPrefix(workDir(rec), "/workspace"), "/"), Env: append(f.runs.agentEnv(rec), "SBX_LANE="+hooks.SideLane)})
 	e := f.entry(caller, "box.ask", name)
 	if err != nil {
 		f.audit.Finish(ctx, e, err, "error")
@@ -198,129 +188,171 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	}
 	_ = f.audit.Record(ctx, e)
 	if s := parser.session(); s != "" {
-		if rec2, rt2, err := f.lockBox(ctx, caller, name); err == nil {
+		if rec2, lock2, err := f.locks.lockBox(ctx, caller, name); err == nil {
 			rec2.Side = s
-			_ = f.save(ctx, rec2, audit.Entry{})
-			rt2.mu.Unlock()
+			_ = f.records.save(ctx, rec2, audit.Entry{})
+			lock2.Unlock()
 		}
 	}
 	return f.red.String(text.String()), nil
 }
 
-func (f *Fleet) sleep(ctx context.Context, caller keys.Actor, name, why string) (Box, error) {
-	rec, rt, err := f.lockBox(ctx, caller, name)
-	if err != nil {
-		return Box{}, f.safeErr(err)
+// machine makes sure the box's machine runs, waking it when it sleeps; woke
+// says whether it had to. Only the actions that act on a box (exec and
+// attach, ask; answer and follow-up wake in answerLocked) call it: what only
+// reads uses awake instead. The caller holds the box's lock.
+func (f *Fleet) machine(ctx context.Context, caller keys.Actor, rec *record) (woke bool, err error) {
+	if rec.State == Sleeping {
+		if err := f.wakeLocked(ctx, caller, rec); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
-	defer rt.mu.Unlock()
-	if err := f.sleepLocked(ctx, caller, rt, &rec, why); err != nil {
-		return Box{}, f.safeErr(err)
-	}
-	b, err := f.view(ctx, rec)
-	return b, f.safeErr(err)
+	return false, awake(*rec)
 }
 
-func (f *Fleet) sleepLocked(ctx context.Context, caller keys.Actor, rt *boxRT, rec *record, why string) error {
+// awake refuses a box whose machine does not run. The read paths (files,
+// artifacts, diff) use it: reading never changes a box, so a sleeping box
+// says so rather than being woken by a read-scoped key.
+func awake(rec record) error {
 	switch rec.State {
 	case Running, Waiting, Done:
+		return nil
 	case Sleeping:
-		return fmt.Errorf("box %q is already asleep: %w", rec.Name, ErrConflict)
+		return fmt.Errorf("box %q is asleep, and reading does not wake it: wake it first (ssh <gateway> wake %s, the console's Wake button or the MCP wake tool): %w",
+			rec.Name, rec.Name, ErrConflict)
+	case Creating:
+		return fmt.Errorf("box %q is still being set up: %w", rec.Name, ErrConflict)
 	default:
-		return fmt.Errorf("box %q is %s and cannot sleep: %w", rec.Name, rec.State, ErrConflict)
+		return fmt.Errorf("box %q has %s (%s): %w", rec.Name, rec.State, rec.Reason, ErrConflict)
 	}
-	f.stopFollow(rt)
-	if _, err := f.vm.Sleep(ctx, rec.VM); err != nil {
-		if rec.State == Running {
-			f.follow(*rec, nil)
-		}
-		return vmErr(err)
-	}
-	rec.StateBeforeSleep = rec.State
-	rec.SleptAt = f.now()
-	return f.transition(ctx, rec, Sleeping, caller, "box.sleep", why)
 }
 
-func (f *Fleet) wake(ctx context.Context, caller keys.Actor, name string) (Box, error) {
-	rec, rt, err := f.lockBox(ctx, caller, name)
+func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req ExecRequest) (*Process, error) {
+	if len(req.Argv) == 0 {
+		return nil, fmt.Errorf("exec: empty command: %w", ErrInvalid)
+	}
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return nil, f.safeErr(err)
+	}
+	defer lock.Unlock()
+	woke, err := f.machine(ctx, caller, &rec)
+	if err != nil {
+		return nil, f.safeErr(err)
+	}
+	if f.net != nil {
+		// A shell in the box reaches out the way its agent does: through
+		// the gateway's proxy (the request's own entries win).
+		req.Env = append(withoutKeys(netEnv(), req.Env), req.Env...)
+	}
+	p, err := f.vm.Exec(ctx, rec.VM, req.wire())
+	e := f.entry(caller, "box.exec", name)
+	e.Detail = firstWord(req.Argv) + " as " + execUserName(req.User)
+	if err != nil {
+		f.audit.Finish(ctx, e, err, "error")
+		return nil, f.safeErr(fmt.Errorf("exec in box %q: %w", name, err))
+	}
+	_ = f.audit.Record(ctx, e)
+	return newProcess(f.red, p, woke, req.TTY), nil
+}
+
+// execUserName is who an exec runs as, for its audit row.
+func execUserName(user string) string {
+	if user == "" {
+		return "root"
+	}
+	return user
+}
+
+func firstWord(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return argv[0]
+}
+
+func (f *Fleet) stats(ctx context.Context, caller keys.Actor, name string) (Stats, error) {
+	rec, err := f.locks.resolve(ctx, caller, name)
+	if err != nil {
+		return Stats{}, f.safeErr(err)
+	}
+	switch rec.State {
+	case Running, Waiting, Done:
+		st, err := f.vm.Stats(ctx, rec.VM)
+		return Stats{CPUPercent: st.CPUPercent, PrivateBytes: st.PrivateBytes}, f.safeErr(err)
+	}
+	return Stats{}, nil
+}
+
+func (f *Fleet) keep(ctx context.Context, caller keys.Actor, name string, keep bool) (Box, error) {
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
-	if rec.State != Sleeping {
-		return Box{}, f.safeErr(fmt.Errorf("box %q is %s, not asleep: %w", name, rec.State, ErrConflict))
+	defer lock.Unlock()
+	rec.Keep = keep
+	action := "box.keep"
+	if !keep {
+		action = "box.unkeep"
 	}
-	if err := f.wakeLocked(ctx, caller, &rec); err != nil {
+	if err := f.records.save(ctx, rec, f.entry(caller, action, name)); err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	f.events.emit(rec, EventState, action)
+	b, err := f.view(ctx, rec)
+	return b, f.safeErr(err)
+}
+
+func (f *Fleet) setAllow(ctx context.Context, caller keys.Actor, name string, domains []string) (Box, error) {
+	allow, err := cleanAllow(domains)
+	if err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	defer lock.Unlock()
+	rec.Allow = allow
+	e := f.entry(caller, "box.allow", name)
+	e.Detail = strings.Join(allow, " ")
+	if err := f.records.save(ctx, rec, e); err != nil {
 		return Box{}, f.safeErr(err)
 	}
 	b, err := f.view(ctx, rec)
 	return b, f.safeErr(err)
 }
 
-// wakeLocked brings a sleeping box back to where it was. A turn that was
-// running resumes being followed; after a cold boot (no usable memory
-// snapshot) the agent's process is gone, so the turn ends as lost.
-func (f *Fleet) wakeLocked(ctx context.Context, caller keys.Actor, rec *record) error {
-	b, err := f.vm.Wake(ctx, rec.VM)
-	if err != nil {
-		return vmErr(err)
+// withoutKeys drops from env the variables that over sets.
+func withoutKeys(env, over []string) []string {
+	set := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
 	}
-	to := rec.StateBeforeSleep
-	if to == "" {
-		to = Done
-	}
-	cold := strings.Contains(strings.ToLower(b.Reason), "cold")
-	rec.SleptAt = time.Time{}
-	rec.LastOutput = f.now()
-	if cold && to == Running {
-		rec.TurnDone = true
-		_ = f.appendLog(rec.Name, fmt.Sprintf("── turn %d lost: the box woke by a cold boot (%s) ──\n", rec.Turn, b.Reason))
-		to = Done
-	}
-	if err := f.transition(ctx, rec, to, caller, "box.wake", b.Reason); err != nil {
-		return err
-	}
-	if to == Running {
-		f.follow(*rec, nil)
-	}
-	return nil
-}
-
-func (f *Fleet) destroy(ctx context.Context, caller keys.Actor, name string) error {
-	rec, rt, err := f.lockBox(ctx, caller, name)
-	if err != nil {
-		return f.safeErr(err)
-	}
-	defer rt.mu.Unlock()
-	return f.safeErr(f.destroyLocked(ctx, caller, rt, &rec, ""))
-}
-
-func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rt *boxRT, rec *record, why string) error {
-	f.stopFollow(rt)
-	if rec.VM != "" {
-		if err := f.vm.Destroy(ctx, rec.VM); err != nil && !errors.Is(vmErr(err), ErrNotFound) {
-			return fmt.Errorf("destroy box %q: %w", rec.Name, vmErr(err))
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			out = append(out, kv)
 		}
 	}
-	if f.net != nil && rec.VM != "" {
-		f.net.Detach(rec.VM)
+	return out
+}
+
+// scanLines calls fn with each line of r (without its newline).
+func scanLines(r io.Reader, fn func([]byte)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			fn(trimNL(line))
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
 	}
-	e := f.entry(caller, "box.destroy", rec.Name)
-	e.Detail = why
-	if err := f.store.DeleteBox(ctx, rec.Name, e); err != nil {
-		return err
-	}
-	f.audit.Finish(ctx, e, nil, "")
-	rec.State = Destroyed
-	f.mu.Lock()
-	l := rt.log
-	rt.log = nil
-	delete(f.boxes, rec.Name)
-	f.mu.Unlock()
-	if l != nil {
-		l.Close() // followers get io.EOF
-	}
-	removeFile(f.logPath(rec.Name))
-	removeFile(f.posPath(rec.Name))
-	f.emit(*rec, EventRemoved, why)
-	return nil
 }

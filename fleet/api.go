@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 
@@ -57,7 +58,13 @@ func (f *Fleet) Logs(ctx context.Context, caller keys.Actor, name string, from i
 	if err := need(caller, keys.RightRead, "logs"); err != nil {
 		return nil, err
 	}
-	return f.logs(ctx, caller, name, from, follow)
+	if from < 0 {
+		return nil, fmt.Errorf("offset %d: want 0 or more: %w", from, ErrInvalid)
+	}
+	if _, err := f.locks.resolve(ctx, caller, name); err != nil {
+		return nil, f.safeErr(err)
+	}
+	return f.logs.stream(ctx, name, from, follow)
 }
 
 // Answer answers the pending question: the question file is cleared, the
@@ -113,7 +120,7 @@ func (f *Fleet) Diff(ctx context.Context, caller keys.Actor, name string) (Diff,
 	if err := need(caller, keys.RightRead, "diff"); err != nil {
 		return Diff{}, err
 	}
-	return f.diff(ctx, caller, name)
+	return f.files.diff(ctx, caller, name)
 }
 
 // Sleep saves the box and ends its machine; Wake brings it back.
@@ -173,7 +180,7 @@ func (f *Fleet) Events(ctx context.Context, caller keys.Actor) <-chan Event {
 		close(ch)
 		return ch
 	}
-	return f.events(ctx, caller)
+	return f.events.subscribe(ctx, caller)
 }
 
 // Exec starts a process in the box (waking it first when it sleeps:
@@ -192,7 +199,7 @@ func (f *Fleet) Stat(ctx context.Context, caller keys.Actor, name, path string) 
 	if err := need(caller, keys.RightRead, "stat"); err != nil {
 		return FileInfo{}, err
 	}
-	return f.stat(ctx, caller, name, path)
+	return f.files.stat(ctx, caller, name, path)
 }
 
 // ReadDir lists a directory under the box's /workspace, names redacted.
@@ -200,7 +207,7 @@ func (f *Fleet) ReadDir(ctx context.Context, caller keys.Actor, name, path strin
 	if err := need(caller, keys.RightRead, "read dir"); err != nil {
 		return nil, err
 	}
-	return f.readDir(ctx, caller, name, path)
+	return f.files.readDir(ctx, caller, name, path)
 }
 
 // Artifact streams a file from the box's /workspace, redacted: text and
@@ -209,7 +216,7 @@ func (f *Fleet) Artifact(ctx context.Context, caller keys.Actor, name, path stri
 	if err := need(caller, keys.RightRead, "artifact"); err != nil {
 		return nil, FileInfo{}, err
 	}
-	return f.artifact(ctx, caller, name, path)
+	return f.files.artifact(ctx, caller, name, path)
 }
 
 // WriteFile writes r to path under the box's /workspace (owner or admin).
@@ -217,7 +224,7 @@ func (f *Fleet) WriteFile(ctx context.Context, caller keys.Actor, name, path str
 	if err := need(caller, keys.RightWrite, "write file"); err != nil {
 		return err
 	}
-	return f.writeFile(ctx, caller, name, path, mode, r)
+	return f.files.writeFile(ctx, caller, name, path, mode, r)
 }
 
 // MkdirAll creates a directory path under the box's /workspace.
@@ -225,7 +232,7 @@ func (f *Fleet) MkdirAll(ctx context.Context, caller keys.Actor, name, path stri
 	if err := need(caller, keys.RightWrite, "mkdir all"); err != nil {
 		return err
 	}
-	return f.mkdirAll(ctx, caller, name, path, mode)
+	return f.files.mkdirAll(ctx, caller, name, path, mode)
 }
 
 // Remove deletes path under the box's /workspace.
@@ -233,7 +240,7 @@ func (f *Fleet) Remove(ctx context.Context, caller keys.Actor, name, path string
 	if err := need(caller, keys.RightWrite, "remove"); err != nil {
 		return err
 	}
-	return f.remove(ctx, caller, name, path)
+	return f.files.remove(ctx, caller, name, path)
 }
 
 // AddAccount probes token against probeRepo (or the host when empty) and
@@ -242,7 +249,7 @@ func (f *Fleet) AddAccount(ctx context.Context, caller keys.Actor, name, token, 
 	if err := need(caller, keys.RightWrite, "add account"); err != nil {
 		return accounts.Account{}, err
 	}
-	return f.addAccount(ctx, caller, name, token, probeRepo)
+	return f.settings.addAccount(ctx, caller, name, token, probeRepo)
 }
 
 // Accounts lists the caller's GitHub accounts, tokens masked.
@@ -250,7 +257,7 @@ func (f *Fleet) Accounts(ctx context.Context, caller keys.Actor) ([]accounts.Acc
 	if err := need(caller, keys.RightRead, "accounts"); err != nil {
 		return nil, err
 	}
-	return f.accounts.List(ctx, caller, caller.User)
+	return f.settings.accounts.List(ctx, caller, caller.User)
 }
 
 // RemoveAccount deletes one of the caller's accounts.
@@ -258,7 +265,7 @@ func (f *Fleet) RemoveAccount(ctx context.Context, caller keys.Actor, name strin
 	if err := need(caller, keys.RightWrite, "remove account"); err != nil {
 		return err
 	}
-	return f.removeAccount(ctx, caller, name)
+	return f.settings.removeAccount(ctx, caller, name)
 }
 
 // SetDefaultAccount makes name the caller's default account.
@@ -266,7 +273,7 @@ func (f *Fleet) SetDefaultAccount(ctx context.Context, caller keys.Actor, name s
 	if err := need(caller, keys.RightWrite, "set default account"); err != nil {
 		return err
 	}
-	return f.accounts.SetDefault(ctx, caller, caller.User, name)
+	return f.settings.accounts.SetDefault(ctx, caller, caller.User, name)
 }
 
 // Pool reports the warm pool (admins only).
@@ -274,7 +281,7 @@ func (f *Fleet) Pool(ctx context.Context, caller keys.Actor) (PoolStatus, error)
 	if err := need(caller, keys.RightRead, "pool"); err != nil {
 		return PoolStatus{}, err
 	}
-	return f.poolStatus(ctx, caller)
+	return f.pool.status(caller)
 }
 
 // SetPool changes the warm pool's target size (admins only).
@@ -282,5 +289,52 @@ func (f *Fleet) SetPool(ctx context.Context, caller keys.Actor, n int) (PoolStat
 	if err := need(caller, keys.RightWrite, "set pool"); err != nil {
 		return PoolStatus{}, err
 	}
-	return f.setPool(ctx, caller, n)
+	return f.pool.setSize(ctx, caller, n)
+}
+
+// AddMCPServer saves an MCP server (Streamable HTTP) the caller's boxes may
+// reach through the gateway's relay at http://10.0.2.100/mcp/NAME. The
+// headers (the server's secrets) are sealed at rest, added by the gateway on
+// the way out, and never enter a box.
+func (f *Fleet) AddMCPServer(ctx context.Context, caller keys.Actor, name, rawURL string, headers map[string]string) (MCPServer, error) {
+	if err := need(caller, keys.RightWrite, "add MCP server"); err != nil {
+		return MCPServer{}, err
+	}
+	return f.settings.addMCPServer(ctx, caller, name, rawURL, headers)
+}
+
+// MCPServers lists the caller's MCP servers (header names only).
+func (f *Fleet) MCPServers(ctx context.Context, caller keys.Actor) ([]MCPServer, error) {
+	if err := need(caller, keys.RightRead, "list MCP servers"); err != nil {
+		return nil, err
+	}
+	return f.settings.listMCPServers(ctx, caller)
+}
+
+// RemoveMCPServer deletes one of the caller's MCP servers.
+func (f *Fleet) RemoveMCPServer(ctx context.Context, caller keys.Actor, name string) error {
+	if err := need(caller, keys.RightWrite, "remove MCP server"); err != nil {
+		return err
+	}
+	return f.settings.removeMCPServer(ctx, caller, name)
+}
+
+// The box network's side (gateway/boxnet): it acts for a machine, named by
+// the socket its connection came through, never for a caller.
+
+// NetGrant returns the current grant of a machine's network path.
+func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
+	return f.grants.grant(ctx, vmName)
+}
+
+// SpendModel adds usage to a machine's model budget and refuses it (adding
+// nothing) when it would pass maxRequests or maxTokens (0: no bound).
+func (f *Fleet) SpendModel(ctx context.Context, vmName string, u ModelUsage, maxRequests, maxTokens int64) error {
+	return f.grants.spendModel(ctx, vmName, u, maxRequests, maxTokens)
+}
+
+// MCPSecrets returns every MCP header value owner's servers hold, for the
+// redactor's list of known secrets (and for nothing else).
+func (f *Fleet) MCPSecrets(ctx context.Context, owner string) ([]string, error) {
+	return f.settings.mcpSecrets(ctx, owner)
 }

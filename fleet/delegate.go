@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -126,7 +125,7 @@ func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateReques
 }
 
 func (f *Fleet) checkCaps(ctx context.Context, caller keys.Actor) error {
-	recs, err := f.loadAll(ctx)
+	recs, err := f.records.loadAll(ctx)
 	if err != nil {
 		return err
 	}
@@ -140,9 +139,7 @@ func (f *Fleet) checkCaps(ctx context.Context, caller keys.Actor) error {
 			mine++
 		}
 	}
-	f.mu.Lock()
-	p := f.policy
-	f.mu.Unlock()
+	p := f.policy.get()
 	if p.MaxBoxesPerUser > 0 && mine >= p.MaxBoxesPerUser {
 		return fmt.Errorf("you have %d boxes, the most allowed per user (fleet.max_boxes_per_user=%d); remove one with rm: %w", mine, p.MaxBoxesPerUser, ErrLimit)
 	}
@@ -175,7 +172,7 @@ func validRef(ref string) error {
 // token travels in git's environment only (accounts.GitEnv): nothing of it
 // lands in the clone.
 func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec, seen map[string]bool) (clonedRepo, error) {
-	repo, err := f.accounts.ResolveRepo(strings.TrimSpace(rs.Repo))
+	repo, err := f.settings.accounts.ResolveRepo(strings.TrimSpace(rs.Repo))
 	if err != nil {
 		return clonedRepo{}, fmt.Errorf("repo %q: %w: %w", rs.Repo, ErrInvalid, err)
 	}
@@ -187,7 +184,7 @@ func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec,
 		return clonedRepo{}, fmt.Errorf("repo %s given twice: %w", full, ErrInvalid)
 	}
 	seen[full] = true
-	acct, token, err := f.accounts.ForRepo(ctx, caller.User, repo)
+	acct, token, err := f.settings.accounts.ForRepo(ctx, caller.User, repo)
 	if err != nil {
 		if errors.Is(err, accounts.ErrNoAccount) {
 			return clonedRepo{}, fmt.Errorf("repo %s: none of your GitHub accounts can reach it (add one with `account add`): %w: %w", full, ErrInvalid, err)
@@ -204,8 +201,8 @@ func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec,
 		}
 	}
 	dir := filepath.Join(tmp, repo.Name)
-	url := f.accounts.CloneURL(repo)
-	env := append(f.accounts.GitEnv(token), f.gitEnv...)
+	url := f.settings.accounts.CloneURL(repo)
+	env := append(f.settings.accounts.GitEnv(token), f.gitEnv...)
 	if out, err := f.git(ctx, "", env, "clone", "--quiet", "--", url, dir); err != nil {
 		os.RemoveAll(tmp)
 		return clonedRepo{}, fmt.Errorf("repo %s: clone failed: %s: %w", full, out, ErrUnavailable)
@@ -281,9 +278,9 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		r.Push = true
 		rec.Repos = append(rec.Repos, r.Repo)
 	}
-	rt := f.rt(rec.Name)
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
+	lock := f.locks.get(rec.Name)
+	lock.Lock()
+	defer lock.Unlock()
 	d, err := doc(rec)
 	if err != nil {
 		return rec, err
@@ -297,15 +294,15 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		return rec, err
 	}
 	f.audit.Finish(ctx, e, nil, "")
-	f.emit(rec, EventState, "")
+	f.events.emit(rec, EventState, "")
 
 	fail := func(err error) (record, error) {
 		rec.Reason = err.Error()
-		_ = f.transition(context.WithoutCancel(ctx), &rec, Failed, caller, "box.fail", rec.Reason)
+		_ = f.records.transition(context.WithoutCancel(ctx), &rec, Failed, caller, "box.fail", rec.Reason)
 		return rec, err
 	}
 	t0 := time.Now()
-	vmName, prepared, err := f.acquire(ctx, rec.Name)
+	vmName, prepared, err := f.pool.acquire(ctx, rec.Name)
 	if err != nil {
 		return fail(err)
 	}
@@ -315,7 +312,7 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 	if mb, err := f.vm.Get(vmName); err == nil {
 		rec.Deadline = mb.Deadline()
 	}
-	if err := f.save(ctx, rec, audit.Entry{}); err != nil {
+	if err := f.records.save(ctx, rec, audit.Entry{}); err != nil {
 		return fail(err)
 	}
 	for i, r := range c.repos {
@@ -342,7 +339,7 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		return fail(fmt.Errorf("set up the agent: %w", err))
 	}
 	set := time.Since(t0)
-	if err := f.startTurn(ctx, &rec, c.task, caller, "box.start"); err != nil {
+	if err := f.runs.startTurn(ctx, &rec, c.task, caller, "box.start"); err != nil {
 		return fail(err)
 	}
 	f.log.Info("box started", "box", rec.Name, "machine", booted.Round(time.Millisecond),
@@ -452,11 +449,11 @@ var agentOwner = strconv.Itoa(agent.AgentUID) + ":" + strconv.Itoa(agent.AgentGI
 // writes the task file.
 func (f *Fleet) setup(ctx context.Context, vmName, task string, prepared bool) error {
 	if !prepared {
-		if err := f.prepare(ctx, vmName); err != nil {
+		if err := prepare(ctx, f.vm, vmName); err != nil {
 			return err
 		}
 	}
-	if out, err := f.run(ctx, vmName, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", ownWorkspace}}); err != nil {
+	if out, err := run(ctx, f.vm, vmName, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", ownWorkspace}}); err != nil {
 		return fmt.Errorf("give the workspace to the agent user: %w: %s", err, out)
 	}
 	return f.vm.WriteFile(ctx, vmName, ".agent.task", 0o644, strings.NewReader(task+"\n"))
@@ -464,8 +461,8 @@ func (f *Fleet) setup(ctx context.Context, vmName, task string, prepared bool) e
 
 // prepare installs what every box needs whatever its task: the agent's
 // managed hook settings, the side lane's, git's identity.
-func (f *Fleet) prepare(ctx context.Context, vmName string) error {
-	out, err := f.run(ctx, vmName, agent.ExecRequest{
+func prepare(ctx context.Context, m Machines, vmName string) error {
+	out, err := run(ctx, m, vmName, agent.ExecRequest{
 		Argv: []string{"/bin/sh", "-c", setupScript},
 		Env: []string{
 			"SBX_SETTINGS=" + string(managedSettings()),
@@ -475,110 +472,6 @@ func (f *Fleet) prepare(ctx context.Context, vmName string) error {
 		return fmt.Errorf("%w: %s", err, out)
 	}
 	return nil
-}
-
-// run executes a command in a machine and returns its combined output; a
-// non-zero exit is an error.
-func (f *Fleet) run(ctx context.Context, vmName string, req agent.ExecRequest) (string, error) {
-	return f.runIn(ctx, vmName, req, nil)
-}
-
-// runStdin is run with stdin (files written into the guest outside
-// /workspace, never through argv or the environment).
-func (f *Fleet) runStdin(ctx context.Context, vmName string, argv []string, stdin []byte) (string, error) {
-	return f.runIn(ctx, vmName, agent.ExecRequest{Argv: argv}, stdin)
-}
-
-func (f *Fleet) runIn(ctx context.Context, vmName string, req agent.ExecRequest, stdin []byte) (string, error) {
-	p, err := f.vm.Exec(ctx, vmName, req)
-	if err != nil {
-		return "", err
-	}
-	if len(stdin) > 0 {
-		if _, err := p.Stdin().Write(stdin); err != nil {
-			return "", err
-		}
-	}
-	p.Stdin().Close()
-	var out bytes.Buffer
-	done := make(chan struct{})
-	go func() { io.Copy(&out, io.LimitReader(p.Stderr(), 1<<20)); close(done) }()
-	var so bytes.Buffer
-	io.Copy(&so, io.LimitReader(p.Stdout(), 64<<20))
-	<-done
-	st, err := p.Wait()
-	if err != nil {
-		return so.String(), err
-	}
-	if st.Code != 0 {
-		return so.String() + out.String(), &exitError{fmt.Sprintf("%s exited %d%s", req.Argv[0], st.Code, sig(st.Signal))}
-	}
-	return so.String(), nil
-}
-
-// exitError is a command in a box that ran and failed: what the box holds
-// decided it, unlike a failure to reach the box.
-type exitError struct{ msg string }
-
-func (e *exitError) Error() string { return e.msg }
-
-// lastLine is the last non-empty line of a command's output, clipped, for
-// a message.
-func lastLine(out string) string {
-	out = strings.TrimSpace(out)
-	if i := strings.LastIndexByte(out, '\n'); i >= 0 {
-		out = out[i+1:]
-	}
-	if r := []rune(out); len(r) > 200 {
-		out = string(r[:200]) + "…"
-	}
-	return out
-}
-
-func sig(s string) string {
-	if s == "" {
-		return ""
-	}
-	return " (" + s + ")"
-}
-
-// acquire claims a warm box (already prepared) or boots a new one,
-// returning its vm name.
-func (f *Fleet) acquire(ctx context.Context, name string) (string, bool, error) {
-	if vmName, ok := f.claim(); ok {
-		f.log.Info("claimed a warm box", "box", name, "vm", vmName)
-		f.refill()
-		return vmName, true, nil
-	}
-	spec, err := f.spec(ctx, name)
-	if err != nil {
-		return "", false, err
-	}
-	if _, err := f.vm.Create(ctx, name, spec); err != nil {
-		return "", false, vmErr(err)
-	}
-	if _, err := f.vm.Start(ctx, name); err != nil {
-		_ = f.vm.Destroy(context.WithoutCancel(ctx), name)
-		return "", false, vmErr(err)
-	}
-	f.refill()
-	return name, false, nil
-}
-
-// spec is what a new machine is created with, its network path attached.
-func (f *Fleet) spec(ctx context.Context, vmName string) (vm.Spec, error) {
-	f.mu.Lock()
-	spec := f.policy.Spec
-	spec.MaxDuration = f.policy.MaxDuration
-	f.mu.Unlock()
-	if f.net != nil {
-		sock, err := f.net.Attach(ctx, vmName)
-		if err != nil {
-			return spec, fmt.Errorf("network path of %s: %w", vmName, err)
-		}
-		spec.Egress = sock
-	}
-	return spec, nil
 }
 
 // vmErr maps the vm's errors to the core's.

@@ -2,19 +2,23 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"sync"
+	"time"
 
-	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/redact"
 )
 
-// hub fans events out to every subscriber. One publisher call costs one
+// events fans the boxes' changes out to every subscriber of this gateway
+// and, on a cluster, to the other gateways. One publisher call costs one
 // non-blocking send per subscriber; a subscriber that falls behind its
 // buffer loses the surplus (and a counter says so), never the core.
-type hub struct {
+type events struct {
+	red    *redact.Redactor
+	now    func() time.Time
+	leases *leases
+	bg     *background
+
 	mu      sync.Mutex
 	subs    map[*sub]struct{}
 	dropped int64
@@ -28,9 +32,8 @@ type sub struct {
 // subBuffer is how many events a subscriber may fall behind.
 const subBuffer = 256
 
-func (h *hub) init() { h.subs = map[*sub]struct{}{} }
-
-func (h *hub) publish(e Event) {
+// local publishes e to this gateway's subscribers.
+func (h *events) local(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
@@ -45,116 +48,51 @@ func (h *hub) publish(e Event) {
 	}
 }
 
-func (f *Fleet) events(ctx context.Context, caller keys.Actor) <-chan Event {
+// publish tells this gateway's subscribers and, on a cluster, every other
+// gateway's.
+func (h *events) publish(e Event) {
+	h.local(e)
+	if h.leases.on() {
+		h.leases.notify(h.bg.ctx, e)
+	}
+}
+
+// emit publishes an event about rec.
+func (h *events) emit(rec record, kind, note string) {
+	h.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: kind, State: rec.State, Note: h.red.String(note), At: h.now()})
+}
+
+// subscribe streams the events caller may see until ctx or the core ends.
+func (h *events) subscribe(ctx context.Context, caller keys.Actor) <-chan Event {
 	s := &sub{caller: caller, ch: make(chan Event, subBuffer)}
-	f.hub.mu.Lock()
-	f.hub.subs[s] = struct{}{}
-	f.hub.mu.Unlock()
+	h.mu.Lock()
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
 	out := make(chan Event)
+	done := h.bg.ctx.Done()
 	go func() {
 		defer close(out)
 		defer func() {
-			f.hub.mu.Lock()
-			delete(f.hub.subs, s)
-			f.hub.mu.Unlock()
+			h.mu.Lock()
+			delete(h.subs, s)
+			h.mu.Unlock()
 		}()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-f.ctx.Done():
+			case <-done:
 				return
 			case e := <-s.ch:
 				select {
 				case out <- e:
 				case <-ctx.Done():
 					return
-				case <-f.ctx.Done():
+				case <-done:
 					return
 				}
 			}
 		}
 	}()
 	return out
-}
-
-// emit publishes an event about rec.
-func (f *Fleet) emit(rec record, kind, note string) {
-	f.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: kind, State: rec.State, Note: f.red.String(note), At: f.now()})
-}
-
-// load reads a box's record.
-func (f *Fleet) load(ctx context.Context, name string) (record, error) {
-	doc, err := f.store.GetBox(ctx, name)
-	if errors.Is(err, ErrNotFound) {
-		return record{}, notFound(name)
-	}
-	if err != nil {
-		return record{}, fmt.Errorf("load box %q: %w", name, err)
-	}
-	var rec record
-	if err := json.Unmarshal(doc.Doc, &rec); err != nil {
-		return record{}, fmt.Errorf("load box %q: corrupt record: %w", name, err)
-	}
-	return rec, nil
-}
-
-func (f *Fleet) loadAll(ctx context.Context) ([]record, error) {
-	docs, err := f.store.ListBoxes(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list boxes: %w", err)
-	}
-	out := make([]record, 0, len(docs))
-	for _, d := range docs {
-		var rec record
-		if err := json.Unmarshal(d.Doc, &rec); err != nil {
-			f.log.Error("corrupt box record", "box", d.Name, "err", err)
-			continue
-		}
-		out = append(out, rec)
-	}
-	return out, nil
-}
-
-func doc(rec record) (BoxDoc, error) {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return BoxDoc{}, err
-	}
-	return BoxDoc{Name: rec.Name, Owner: rec.Owner, State: string(rec.State), Doc: b}, nil
-}
-
-// save writes rec with its audit row (zero Entry: bookkeeping only) and
-// publishes a state event when the state changed.
-func (f *Fleet) save(ctx context.Context, rec record, e audit.Entry) error {
-	prev := rec.State
-	if old, err := f.load(ctx, rec.Name); err == nil {
-		prev = old.State
-	}
-	rec.Updated = f.now()
-	d, err := doc(rec)
-	if err != nil {
-		return err
-	}
-	if err := f.store.UpdateBox(ctx, d, e); err != nil {
-		return fmt.Errorf("save box %q: %w", rec.Name, err)
-	}
-	if e.Action != "" {
-		f.audit.Finish(ctx, e, nil, "")
-	}
-	if prev != rec.State {
-		f.emit(rec, EventState, rec.Reason)
-	}
-	return nil
-}
-
-// transition moves a box to state, recorded as action by actor.
-func (f *Fleet) transition(ctx context.Context, rec *record, to State, actor keys.Actor, action, detail string) error {
-	rec.State = to
-	e := audit.Entry{}
-	if action != "" {
-		e = f.entry(actor, action, rec.Name)
-		e.Detail = detail
-	}
-	return f.save(ctx, *rec, e)
 }

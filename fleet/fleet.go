@@ -11,6 +11,17 @@
 // Every call takes the caller (keys.Actor) and resolves the box through
 // them; there is no method that acts on a bare box name. Everything that
 // leaves a box passes the one redactor before a front sees it.
+//
+// Fleet is the caller-checked front door (api.go) over parts, each a small
+// struct that owns its state, in the file named for it: records (load,
+// save, transition), locks (the way to a box: through the caller, under its
+// lock), events (changes to subscribers), logs (streams, positions, the
+// cluster mirror), runs (start and follow the agent's turns), pool (warm
+// machines), settings (accounts, MCP servers, allow-lists), files (stat,
+// readdir, artifacts, diff), net.go's grants (the box network's view) and
+// cluster.go's leases. What spans parts is Fleet's: delegate.go (a new
+// box), actions.go (what a caller does in a box), lifecycle.go (sleep,
+// wake, destroy, the timers, recovery).
 package fleet
 
 import (
@@ -26,7 +37,6 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
-	"sbx.dev/sbx/fleet/runlog"
 	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
@@ -89,53 +99,58 @@ type Config struct {
 	ID      string
 }
 
-// Fleet is the core. Safe for concurrent use; operations on one box are
-// serialised by the box's lock.
+// Fleet is the core: the caller-checked front door (api.go) over parts
+// that each own their state. Safe for concurrent use; operations on one box
+// are serialised by the box's lock.
 type Fleet struct {
-	store    Store
-	vm       Machines
-	accounts *accounts.Service
-	audit    *audit.Log
-	red      *redact.Redactor
-	dataDir  string
-	now      func() time.Time
-	log      *slog.Logger
-	gitEnv   []string
-	net      Network
-	mcp      MCPStore
-	sealer   Sealer
-	private  []netpolicy.Trust
-	cluster  Cluster
-	id       string
+	store   Store
+	vm      Machines
+	audit   *audit.Log
+	red     *redact.Redactor
+	dataDir string
+	now     func() time.Time
+	log     *slog.Logger
+	gitEnv  []string
+	net     Network
 
-	mu     sync.Mutex
-	policy Policy
-	boxes  map[string]*boxRT // runtime state by box name
-	pool   pool
-	hub    hub
-
-	ctx    context.Context // lives until Close: background work (turns, pool)
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	// vmBox maps a machine name to the box that last held it: a hint for
-	// the box network's per-request lookup (recordOfVM), checked against
-	// the record each time, so a stale entry costs one full scan.
-	vmBoxMu sync.Mutex
-	vmBox   map[string]string
+	bg       *background // the core's own goroutines
+	policy   *livePolicy
+	leases   *leases   // cluster.go: who acts on what every gateway notices
+	events   *events   // events.go: the boxes' changes to subscribers
+	records  *records  // records.go: load, save, transition
+	locks    *locks    // locks.go: each box's lock
+	logs     *logs     // logs.go: the boxes' logs, streams, positions, mirror
+	runs     *runs     // runs.go: start and follow the agent's turns
+	pool     *pool     // pool.go: the warm machines
+	settings *settings // settings.go: accounts, MCP servers, allow-lists
+	files    *files    // files.go: stat, readdir, artifacts, diff
+	grants   *grants   // net.go: what a machine's network path may reach
 }
 
-// boxRT is the in-memory side of one box: its lock, its log, and the
-// goroutine following the current turn.
-type boxRT struct {
-	mu      boxMutex // serialises operations on the box
-	log     *runlog.Log
-	stop    context.CancelFunc // ends the current turn's follower
-	stopped chan struct{}      // closed when that follower returned
-	// On a cluster (guarded by Fleet.mu): how far this gateway's copy of
-	// the log goes, and whether a mirror is bringing it up to date.
-	pos       *logPos
-	mirroring chan struct{} // closed when the mirror has the finished turns
+// background is the core's own work (turns followed, mirrors, the pool,
+// timers): it lives until Close.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// livePolicy is the Policy in force; SetPool changes its warm pool's size.
+type livePolicy struct {
+	mu sync.Mutex
+	p  Policy
+}
+
+func (l *livePolicy) get() Policy {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p
+}
+
+func (l *livePolicy) setWarmPool(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p.WarmPool = n
 }
 
 // New starts the core over a started vm.Manager: it reopens every box's log,
@@ -154,165 +169,73 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Policy.TickEvery <= 0 {
 		cfg.Policy.TickEvery = 5 * time.Second
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o700); err != nil {
-		return nil, fmt.Errorf("fleet: %w", err)
-	}
-	f := &Fleet{
-		store: cfg.Store, vm: cfg.VM, accounts: cfg.Accounts, audit: cfg.Audit, red: cfg.Redactor,
-		dataDir: cfg.DataDir, now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, mcp: cfg.MCP, sealer: cfg.Sealer, private: cfg.PrivateUpstreams,
-		policy: cfg.Policy, boxes: map[string]*boxRT{},
-		cluster: cfg.Cluster, id: cfg.ID,
-	}
-	if f.cluster != nil && f.id == "" {
+	if cfg.Cluster != nil && cfg.ID == "" {
 		return nil, errors.New("fleet: a Cluster needs an ID")
 	}
-	f.hub.init()
-	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if f.cluster != nil {
+	logDir := filepath.Join(cfg.DataDir, "logs")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	f := newFleet(ctx, cfg, logDir)
+	if f.leases.on() {
 		// Listen before recovering, so no change made meanwhile is missed.
-		ch, err := f.cluster.Listen(f.ctx, ClusterChannel)
+		ch, err := cfg.Cluster.Listen(f.bg.ctx, ClusterChannel)
 		if err != nil {
-			f.cancel()
+			f.bg.cancel()
 			return nil, fmt.Errorf("fleet: %w", err)
 		}
-		f.wg.Add(1)
+		f.bg.wg.Add(1)
 		go f.listen(ch)
 	}
 	if err := f.recover(ctx); err != nil {
-		f.cancel()
-		f.wg.Wait()
+		f.bg.cancel()
+		f.bg.wg.Wait()
 		return nil, err
 	}
-	f.wg.Add(2)
+	f.bg.wg.Add(2)
 	go f.tickLoop()
 	go f.watchVM()
-	f.refill()
+	f.pool.refill()
 	return f, nil
+}
+
+// newFleet wires the parts to each other and to what they work with.
+func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
+	bg := &background{}
+	bg.ctx, bg.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f := &Fleet{
+		store: cfg.Store, vm: cfg.VM, audit: cfg.Audit, red: cfg.Redactor, dataDir: cfg.DataDir,
+		now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network,
+		bg: bg, policy: &livePolicy{p: cfg.Policy},
+		leases: &leases{cluster: cfg.Cluster, id: cfg.ID, log: cfg.Logger},
+	}
+	f.events = &events{red: f.red, now: f.now, leases: f.leases, bg: bg, subs: map[*sub]struct{}{}}
+	f.records = &records{store: f.store, audit: f.audit, events: f.events, now: f.now, log: f.log}
+	f.locks = &locks{records: f.records, leases: f.leases, boxes: map[string]*boxMutex{}}
+	f.settings = &settings{accounts: cfg.Accounts, mcp: cfg.MCP, sealer: cfg.Sealer, private: cfg.PrivateUpstreams,
+		net: f.net, vm: f.vm, red: f.red, audit: f.audit, now: f.now, log: f.log}
+	f.logs = &logs{dir: logDir, red: f.red, vm: f.vm, records: f.records, leases: f.leases, bg: bg, log: f.log,
+		boxes: map[string]*boxLog{}}
+	f.runs = &runs{vm: f.vm, store: f.store, net: f.net, records: f.records, events: f.events, logs: f.logs,
+		locks: f.locks, leases: f.leases, settings: f.settings, bg: bg, now: f.now, log: f.log,
+		followers: map[string]*follower{}}
+	f.logs.runs = f.runs
+	f.pool = &pool{vm: f.vm, net: f.net, policy: f.policy, leases: f.leases, audit: f.audit, bg: bg, now: f.now, log: f.log}
+	f.files = &files{vm: f.vm, locks: f.locks, red: f.red, audit: f.audit, now: f.now}
+	f.grants = &grants{records: f.records, locks: f.locks, settings: f.settings, boxes: map[string]string{}}
+	return f
 }
 
 // Close stops following turns and the timers. Boxes keep running; the next
 // New resumes them from the store.
 func (f *Fleet) Close() error {
-	f.cancel()
-	f.wg.Wait()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var errs []error
-	for _, rt := range f.boxes {
-		if rt.log != nil {
-			errs = append(errs, rt.log.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// rt returns the runtime state of a box, creating it.
-func (f *Fleet) rt(name string) *boxRT {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	rt := f.boxes[name]
-	if rt == nil {
-		rt = &boxRT{}
-		f.boxes[name] = rt
-	}
-	return rt
-}
-
-// canSee is the one ownership rule: owners see their boxes, admins all.
-func canSee(caller keys.Actor, owner string) bool {
-	return caller.Role == keys.RoleAdmin || (caller.User != "" && caller.User == owner)
-}
-
-// resolve loads a box through the caller: a box they may not see is
-// ErrNotFound, worded exactly like a box that does not exist.
-func (f *Fleet) resolve(ctx context.Context, caller keys.Actor, name string) (record, error) {
-	if err := vm.ValidName(name); err != nil {
-		return record{}, fmt.Errorf("box %q: %w", name, ErrInvalid)
-	}
-	rec, err := f.load(ctx, name)
-	if err != nil {
-		return record{}, err
-	}
-	if !canSee(caller, rec.Owner) || rec.State == Destroyed {
-		return record{}, notFound(name)
-	}
-	return rec, nil
-}
-
-func notFound(name string) error { return fmt.Errorf("box %q: %w", name, ErrNotFound) }
-
-// lockBox resolves a box and holds its lock; the record is re-read under
-// the lock so the caller acts on the latest state.
-func (f *Fleet) lockBox(ctx context.Context, caller keys.Actor, name string) (record, *boxRT, error) {
-	if _, err := f.resolve(ctx, caller, name); err != nil {
-		return record{}, nil, err
-	}
-	rt := f.rt(name)
-	rt.mu.Lock()
-	if err := f.lockAcross(ctx, rt, name); err != nil {
-		rt.mu.Unlock()
-		return record{}, nil, err
-	}
-	rec, err := f.resolve(ctx, caller, name)
-	if err != nil {
-		rt.mu.Unlock()
-		return record{}, nil, err
-	}
-	return rec, rt, nil
-}
-
-// boxMutex is a box's lock within this gateway and, while release is set,
-// across the gateways of a cluster too: Unlock gives both up.
-type boxMutex struct {
-	sync.Mutex
-	release func()
-}
-
-func (m *boxMutex) Unlock() {
-	if r := m.release; r != nil {
-		m.release = nil
-		r()
-	}
-	m.Mutex.Unlock()
-}
-
-// boxLockTTL bounds how long a dead gateway's action can hold a box.
-const boxLockTTL = 30 * time.Second
-
-// lockAcross takes the box's lock across gateways (a lease), waiting up
-// to boxLockTTL, so two users' actions on one box through two gateways
-// run one after the other, as they do through one. rt.mu is held: within
-// this gateway the lease's holder (its id) is alone.
-func (f *Fleet) lockAcross(ctx context.Context, rt *boxRT, name string) error {
-	if f.cluster == nil {
-		return nil
-	}
-	key := "box/" + name + "/lock"
-	ctx, cancel := context.WithTimeout(ctx, boxLockTTL)
-	defer cancel()
-	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		ok, err := f.cluster.TryLease(ctx, key, f.id, boxLockTTL)
-		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("lock box %q across gateways: %w: %w", name, err, ErrUnavailable)
-		}
-		if ok {
-			rt.mu.release = func() {
-				if err := f.cluster.ReleaseLease(context.WithoutCancel(ctx), key, f.id); err != nil {
-					f.log.Warn("release box lock", "box", name, "err", err)
-				}
-			}
-			return nil
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return fmt.Errorf("box %q is busy with an action through another gateway: %w", name, ErrUnavailable)
-		}
-	}
+	f.bg.cancel()
+	f.bg.wg.Wait()
+	return f.logs.closeAll()
 }
 
 func (f *Fleet) list(ctx context.Context, caller keys.Actor) ([]Box, error) {
-	recs, err := f.loadAll(ctx)
+	recs, err := f.records.loadAll(ctx)
 	if err != nil {
 		return nil, f.safeErr(err)
 	}
@@ -332,7 +255,7 @@ func (f *Fleet) list(ctx context.Context, caller keys.Actor) ([]Box, error) {
 }
 
 func (f *Fleet) get(ctx context.Context, caller keys.Actor, name string) (Box, error) {
-	rec, err := f.resolve(ctx, caller, name)
+	rec, err := f.locks.resolve(ctx, caller, name)
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
@@ -355,9 +278,7 @@ func (f *Fleet) view(ctx context.Context, rec record) (Box, error) {
 	if b.Allow == nil {
 		b.Allow = []string{}
 	}
-	f.mu.Lock()
-	ttl := f.policy.SleepTTL
-	f.mu.Unlock()
+	ttl := f.policy.get().SleepTTL
 	if rec.State == Sleeping && !rec.Keep && ttl > 0 && !rec.SleptAt.IsZero() {
 		b.Expires = rec.SleptAt.Add(ttl)
 	}
@@ -366,9 +287,7 @@ func (f *Fleet) view(ctx context.Context, rec record) (Box, error) {
 	} else {
 		return Box{}, err
 	}
-	if fi, err := os.Stat(f.logPath(rec.Name)); err == nil {
-		b.LogSize = fi.Size()
-	}
+	b.LogSize = f.logs.size(rec.Name)
 	return b, nil
 }
 
@@ -388,8 +307,3 @@ func (f *Fleet) entry(caller keys.Actor, action, box string) audit.Entry {
 
 // system is the actor of the core's own actions (timers, the pool).
 func system() keys.Actor { return keys.Actor{User: "sbx", Role: keys.RoleAdmin, Front: "core"} }
-
-func (f *Fleet) logDir() string { return filepath.Join(f.dataDir, "logs") }
-
-// logPath is the box's log file (runlog's naming).
-func (f *Fleet) logPath(name string) string { return filepath.Join(f.logDir(), name+".log") }

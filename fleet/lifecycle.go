@@ -1,157 +1,141 @@
 package fleet
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/agent"
 )
 
-// diffScript prints, for one repo, the numstat and then the patch against
-// the base commit, untracked files included, using a throwaway index so
-// the agent's own index is untouched. It runs as the agent user: the repo
-// and its .git/config are the agent's, so git run there by root would run
-// the agent's code as root (core.fsmonitor, filters), and the objects
-// `git add` writes would be root's, which the agent's next `git add`
-// could not write beside.
-const diffScript = `set -e
-cd "$1"
-idx=$(mktemp)
-trap 'rm -f "$idx"' EXIT
-cp .git/index "$idx" 2>/dev/null || true
-export GIT_INDEX_FILE="$idx"
-git add -A >/dev/null 2>&1
-git diff --cached --numstat --no-renames "$2"
-printf '\0'
-git diff --cached --no-renames --no-color --no-ext-diff "$2"
-`
+// sleep, wake and destroy: what a caller and the timers do to a box's
+// machine. The *Locked forms run under the box's lock.
 
-// maxPatch caps the patch a front gets.
-const maxPatch = 8 << 20
-
-func (f *Fleet) diff(ctx context.Context, caller keys.Actor, name string) (Diff, error) {
-	rec, rt, err := f.lockBox(ctx, caller, name)
+func (f *Fleet) sleep(ctx context.Context, caller keys.Actor, name, why string) (Box, error) {
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
-		return Diff{}, f.safeErr(err)
+		return Box{}, f.safeErr(err)
 	}
-	defer rt.mu.Unlock()
-	// A diff only reads: a sleeping box stays asleep and says so.
-	if err := awake(rec); err != nil {
-		return Diff{}, f.safeErr(err)
+	defer lock.Unlock()
+	if err := f.sleepLocked(ctx, caller, &rec, why); err != nil {
+		return Box{}, f.safeErr(err)
 	}
-	d := Diff{Files: []FileStat{}}
-	var patch strings.Builder
-	for _, r := range rec.Repos {
-		out, err := f.run(ctx, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: []string{"/bin/sh", "-c", diffScript, "sh", "/workspace/" + r.Dir, r.Base}})
-		var exit *exitError
-		if errors.As(err, &exit) {
-			// The repo in the box is gone or broken (the agent or a user
-			// removed it): the box's state, not a fault of sbx.
-			return Diff{}, f.safeErr(fmt.Errorf("diff of %s: the repo in the box cannot be diffed (%s): %w", r.Name, lastLine(out), ErrConflict))
-		}
-		if err != nil {
-			return Diff{}, f.safeErr(fmt.Errorf("diff of %s: %w", r.Name, vmErr(err)))
-		}
-		stat, p, _ := strings.Cut(out, "\x00")
-		for _, line := range strings.Split(strings.TrimSpace(stat), "\n") {
-			parts := strings.SplitN(line, "\t", 3)
-			if len(parts) != 3 {
-				continue
-			}
-			fs := FileStat{Path: f.red.String(r.Dir + "/" + parts[2])}
-			if parts[0] == "-" {
-				fs.Binary = true
-			} else {
-				fs.Added, _ = strconv.Atoi(parts[0])
-				fs.Deleted, _ = strconv.Atoi(parts[1])
-			}
-			d.Files = append(d.Files, fs)
-		}
-		// Prefix paths with the repo's directory so patches of several
-		// repos stay apart.
-		p = strings.NewReplacer("\n--- a/", "\n--- a/"+r.Dir+"/", "\n+++ b/", "\n+++ b/"+r.Dir+"/",
-			"diff --git a/", "diff --git a/"+r.Dir+"/", " b/", " b/"+r.Dir+"/").Replace(p)
-		patch.WriteString(p)
-	}
-	text := patch.String()
-	if len(text) > maxPatch {
-		text = text[:maxPatch] + "\n… patch cut at 8 MiB\n"
-	}
-	d.Patch = f.red.String(text)
-	return d, nil
+	b, err := f.view(ctx, rec)
+	return b, f.safeErr(err)
 }
 
-// cleanAllow checks an egress allow-list and puts its entries in canonical
-// form: the box network's one parser of entries (netpolicy.ParseEntry), the
-// one its proxy matches with. An entry is a host name, *.suffix or an IP
-// address, with :PORT for a port other than 80 and 443.
-func cleanAllow(domains []string) ([]string, error) {
-	if len(domains) > maxAllow {
-		return nil, fmt.Errorf("%d allowed domains (max %d): %w", len(domains), maxAllow, ErrInvalid)
+func (f *Fleet) sleepLocked(ctx context.Context, caller keys.Actor, rec *record, why string) error {
+	switch rec.State {
+	case Running, Waiting, Done:
+	case Sleeping:
+		return fmt.Errorf("box %q is already asleep: %w", rec.Name, ErrConflict)
+	default:
+		return fmt.Errorf("box %q is %s and cannot sleep: %w", rec.Name, rec.State, ErrConflict)
 	}
-	out := []string{}
-	seen := map[string]bool{}
-	for _, d := range domains {
-		e, err := netpolicy.ParseEntry(d)
-		if err != nil {
-			return nil, fmt.Errorf("allowed domain %q: %v (e.g. example.com, *.example.com, example.com:8443): %w", d, err, ErrInvalid)
+	f.runs.stop(rec.Name)
+	if _, err := f.vm.Sleep(ctx, rec.VM); err != nil {
+		if rec.State == Running {
+			f.runs.follow(*rec, nil)
 		}
-		if c := e.String(); !seen[c] {
-			seen[c] = true
-			out = append(out, c)
-		}
+		return vmErr(err)
 	}
-	return out, nil
+	rec.StateBeforeSleep = rec.State
+	rec.SleptAt = f.now()
+	return f.records.transition(ctx, rec, Sleeping, caller, "box.sleep", why)
 }
 
-func drain(r io.Reader) { _, _ = io.Copy(io.Discard, r) }
-
-// scanLines calls fn with each line of r (without its newline).
-func scanLines(r io.Reader, fn func([]byte)) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			fn(trimNL(line))
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return err
-		}
+func (f *Fleet) wake(ctx context.Context, caller keys.Actor, name string) (Box, error) {
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return Box{}, f.safeErr(err)
 	}
+	defer lock.Unlock()
+	if rec.State != Sleeping {
+		return Box{}, f.safeErr(fmt.Errorf("box %q is %s, not asleep: %w", name, rec.State, ErrConflict))
+	}
+	if err := f.wakeLocked(ctx, caller, &rec); err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	b, err := f.view(ctx, rec)
+	return b, f.safeErr(err)
 }
 
-func removeFile(path string) { _ = os.Remove(path) }
+// wakeLocked brings a sleeping box back to where it was. A turn that was
+// running resumes being followed; after a cold boot (no usable memory
+// snapshot) the agent's process is gone, so the turn ends as lost.
+func (f *Fleet) wakeLocked(ctx context.Context, caller keys.Actor, rec *record) error {
+	b, err := f.vm.Wake(ctx, rec.VM)
+	if err != nil {
+		return vmErr(err)
+	}
+	to := rec.StateBeforeSleep
+	if to == "" {
+		to = Done
+	}
+	cold := strings.Contains(strings.ToLower(b.Reason), "cold")
+	rec.SleptAt = time.Time{}
+	rec.LastOutput = f.now()
+	if cold && to == Running {
+		rec.TurnDone = true
+		_ = f.logs.append(rec.Name, fmt.Sprintf("── turn %d lost: the box woke by a cold boot (%s) ──\n", rec.Turn, b.Reason))
+		to = Done
+	}
+	if err := f.records.transition(ctx, rec, to, caller, "box.wake", b.Reason); err != nil {
+		return err
+	}
+	if to == Running {
+		f.runs.follow(*rec, nil)
+	}
+	return nil
+}
+
+func (f *Fleet) destroy(ctx context.Context, caller keys.Actor, name string) error {
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return f.safeErr(err)
+	}
+	defer lock.Unlock()
+	return f.safeErr(f.destroyLocked(ctx, caller, &rec, ""))
+}
+
+func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rec *record, why string) error {
+	f.runs.stop(rec.Name)
+	if rec.VM != "" {
+		if err := f.vm.Destroy(ctx, rec.VM); err != nil && !errors.Is(vmErr(err), ErrNotFound) {
+			return fmt.Errorf("destroy box %q: %w", rec.Name, vmErr(err))
+		}
+	}
+	if f.net != nil && rec.VM != "" {
+		f.net.Detach(rec.VM)
+	}
+	e := f.entry(caller, "box.destroy", rec.Name)
+	e.Detail = why
+	if err := f.store.DeleteBox(ctx, rec.Name, e); err != nil {
+		return err
+	}
+	f.audit.Finish(ctx, e, nil, "")
+	rec.State = Destroyed
+	f.locks.drop(rec.Name)
+	f.logs.remove(rec.Name) // followers get io.EOF
+	f.events.emit(*rec, EventRemoved, why)
+	return nil
+}
 
 // tickLoop runs the lifecycle timers every Policy.TickEvery.
 func (f *Fleet) tickLoop() {
-	defer f.wg.Done()
-	f.mu.Lock()
-	every := f.policy.TickEvery
-	f.mu.Unlock()
+	defer f.bg.wg.Done()
+	every := f.policy.get().TickEvery
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-f.ctx.Done():
+		case <-f.bg.ctx.Done():
 			return
 		case <-t.C:
-			f.Tick(f.ctx)
+			f.Tick(f.bg.ctx)
 		}
 	}
 }
@@ -161,14 +145,12 @@ func (f *Fleet) tickLoop() {
 // destroyed, and the warm pool is refilled. New runs it periodically;
 // tests with an injected clock call it directly.
 func (f *Fleet) Tick(ctx context.Context) {
-	recs, err := f.loadAll(ctx)
+	recs, err := f.records.loadAll(ctx)
 	if err != nil {
 		f.log.Warn("lifecycle tick", "err", err)
 		return
 	}
-	f.mu.Lock()
-	p := f.policy
-	f.mu.Unlock()
+	p := f.policy.get()
 	now := f.now()
 	for _, r := range recs {
 		switch {
@@ -177,9 +159,9 @@ func (f *Fleet) Tick(ctx context.Context) {
 			if last.IsZero() {
 				last = r.Updated
 			}
-			if now.Sub(last) >= p.IdleSleep && f.once(ctx, fmt.Sprintf("box/%s/idle-sleep/%d", r.Name, last.UnixNano()), timerTTL) {
-				f.timer(ctx, r.Name, func(rt *boxRT, rec *record) error {
-					return f.sleepLocked(ctx, system(), rt, rec, fmt.Sprintf("idle for %s", p.IdleSleep))
+			if now.Sub(last) >= p.IdleSleep && f.leases.once(ctx, fmt.Sprintf("box/%s/idle-sleep/%d", r.Name, last.UnixNano()), timerTTL) {
+				f.timer(ctx, r.Name, func(rec *record) error {
+					return f.sleepLocked(ctx, system(), rec, fmt.Sprintf("idle for %s", p.IdleSleep))
 				}, func(rec record) bool {
 					l := rec.LastOutput
 					if l.IsZero() {
@@ -189,32 +171,63 @@ func (f *Fleet) Tick(ctx context.Context) {
 				})
 			}
 		case p.SleepTTL > 0 && r.State == Sleeping && !r.Keep && !r.SleptAt.IsZero() && now.Sub(r.SleptAt) >= p.SleepTTL &&
-			f.once(ctx, fmt.Sprintf("box/%s/sleep-ttl/%d", r.Name, r.SleptAt.UnixNano()), timerTTL):
-			f.timer(ctx, r.Name, func(rt *boxRT, rec *record) error {
-				return f.destroyLocked(ctx, system(), rt, rec, fmt.Sprintf("asleep for %s (sleep TTL)", p.SleepTTL))
+			f.leases.once(ctx, fmt.Sprintf("box/%s/sleep-ttl/%d", r.Name, r.SleptAt.UnixNano()), timerTTL):
+			f.timer(ctx, r.Name, func(rec *record) error {
+				return f.destroyLocked(ctx, system(), rec, fmt.Sprintf("asleep for %s (sleep TTL)", p.SleepTTL))
 			}, func(rec record) bool {
 				return rec.State == Sleeping && !rec.Keep && f.now().Sub(rec.SleptAt) >= p.SleepTTL
 			})
 		}
 	}
-	if f.cluster != nil {
+	if f.leases.on() {
 		f.takeOver(ctx, recs)
-		f.keepPool(ctx, recs)
+		f.pool.keep(ctx, recs)
 	}
-	f.refill()
+	f.pool.refill()
+}
+
+// takeOver follows the turns no live gateway follows (their gateway
+// stopped): the first gateway to take the lease resumes from the stored
+// offset. Cluster only.
+func (f *Fleet) takeOver(ctx context.Context, recs []record) {
+	for _, r := range recs {
+		if r.State == Creating && f.now().Sub(r.Updated) > staleSetup &&
+			f.leases.once(ctx, fmt.Sprintf("box/%s/setup-lost/%d", r.Name, r.Updated.UnixNano()), timerTTL) {
+			// The gateway setting it up stopped (recover does this for
+			// boxes of a gateway that restarts; here nobody may).
+			f.timer(ctx, r.Name, func(rec *record) error {
+				rec.Reason = "the gateway setting it up stopped"
+				return f.records.transition(ctx, rec, Failed, system(), "box.fail", rec.Reason)
+			}, func(rec record) bool { return rec.State == Creating && f.now().Sub(rec.Updated) > staleSetup })
+			continue
+		}
+		if r.State != Running || r.TurnDone || r.VM == "" {
+			continue
+		}
+		lock := f.locks.get(r.Name)
+		if !lock.TryLock() {
+			continue
+		}
+		if !f.runs.following(r.Name) {
+			if rec, err := f.records.load(ctx, r.Name); err == nil && rec.State == Running && !rec.TurnDone {
+				f.runs.follow(rec, nil)
+			}
+		}
+		lock.Unlock()
+	}
 }
 
 // timer applies a timer's action to a box under its lock if the condition
 // still holds there.
-func (f *Fleet) timer(ctx context.Context, name string, act func(*boxRT, *record) error, still func(record) bool) {
-	rt := f.rt(name)
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rec, err := f.load(ctx, name)
+func (f *Fleet) timer(ctx context.Context, name string, act func(*record) error, still func(record) bool) {
+	lock := f.locks.get(name)
+	lock.Lock()
+	defer lock.Unlock()
+	rec, err := f.records.load(ctx, name)
 	if err != nil || !still(rec) {
 		return
 	}
-	if err := act(rt, &rec); err != nil {
+	if err := act(&rec); err != nil {
 		f.log.Warn("lifecycle timer", "box", name, "err", err)
 	}
 }
@@ -223,7 +236,7 @@ func (f *Fleet) timer(ctx context.Context, name string, act func(*boxRT, *record
 // were running, failing boxes whose setup was cut short or whose machine is
 // gone, and re-registering warm-pool machines.
 func (f *Fleet) recover(ctx context.Context) error {
-	recs, err := f.loadAll(ctx)
+	recs, err := f.records.loadAll(ctx)
 	if err != nil {
 		return err
 	}
@@ -238,39 +251,39 @@ func (f *Fleet) recover(ctx context.Context) error {
 				f.log.Warn("re-attach network path", "box", rec.Name, "err", err)
 			}
 		}
-		rt := f.rt(rec.Name)
-		rt.mu.Lock()
+		lock := f.locks.get(rec.Name)
+		lock.Lock()
 		mb, vmErr := f.vm.Get(rec.VM)
 		switch {
-		case rec.State == Creating && f.cluster != nil && f.now().Sub(rec.Updated) < staleSetup:
+		case rec.State == Creating && f.leases.on() && f.now().Sub(rec.Updated) < staleSetup:
 			// Another gateway may be setting it up right now.
-		case rec.State == Running && !rec.TurnDone && f.cluster != nil && vmErr == nil && mb.State == vm.Running:
+		case rec.State == Running && !rec.TurnDone && f.leases.on() && vmErr == nil && mb.State == vm.Running:
 			// Followed by whoever holds its lease; the ticks take it over
 			// when that gateway is gone.
 		case rec.State == Creating:
 			rec.Reason = "the gateway stopped while the box was being set up"
-			_ = f.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
+			_ = f.records.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
 		case rec.VM == "" || vmErr != nil:
 			rec.Reason = "its machine is gone"
-			_ = f.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
+			_ = f.records.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
 		case mb.State == vm.Failed:
 			rec.Reason = "machine failed: " + mb.Reason
-			_ = f.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
+			_ = f.records.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
 		case rec.State == Running && !rec.TurnDone && mb.State == vm.Running:
-			f.follow(rec, nil)
+			f.runs.follow(rec, nil)
 		}
-		rt.mu.Unlock()
+		lock.Unlock()
 	}
 	for _, b := range f.vm.List() {
 		// On a cluster the unclaimed warm boxes may be another gateway's.
-		if f.cluster == nil && strings.HasPrefix(b.Name, poolPrefix) && !used[b.Name] {
+		if !f.leases.on() && strings.HasPrefix(b.Name, poolPrefix) && !used[b.Name] {
 			if b.State == vm.Running {
 				if f.net != nil {
 					_, _ = f.net.Attach(ctx, b.Name)
 				}
 				f.pool.add(b.Name)
 			} else {
-				f.discard(b.Name)
+				f.pool.discard(b.Name)
 			}
 		}
 	}
@@ -279,8 +292,8 @@ func (f *Fleet) recover(ctx context.Context) error {
 
 // watchVM turns machine failures (max duration, a crash) into box failures.
 func (f *Fleet) watchVM() {
-	defer f.wg.Done()
-	for ev := range f.vm.Events(f.ctx) {
+	defer f.bg.wg.Done()
+	for ev := range f.vm.Events(f.bg.ctx) {
 		if ev.To == vm.Destroyed && f.net != nil {
 			// Destroyed through another gateway of a cluster: stop serving
 			// its network path here too (idempotent where it was ours).
@@ -290,10 +303,10 @@ func (f *Fleet) watchVM() {
 			continue
 		}
 		if f.pool.drop(ev.Box) {
-			f.discard(ev.Box)
+			f.pool.discard(ev.Box)
 			continue
 		}
-		recs, err := f.loadAll(f.ctx)
+		recs, err := f.records.loadAll(f.bg.ctx)
 		if err != nil {
 			continue
 		}
@@ -302,60 +315,17 @@ func (f *Fleet) watchVM() {
 				continue
 			}
 			// Every gateway sees the machine fail; one records it.
-			if !f.once(f.ctx, fmt.Sprintf("box/%s/fail/%d", r.Name, ev.At.UnixNano()), timerTTL) {
+			if !f.leases.once(f.bg.ctx, fmt.Sprintf("box/%s/fail/%d", r.Name, ev.At.UnixNano()), timerTTL) {
 				continue
 			}
-			rt := f.rt(r.Name)
-			rt.mu.Lock()
-			if rec, err := f.load(f.ctx, r.Name); err == nil && rec.State != Failed {
+			lock := f.locks.get(r.Name)
+			lock.Lock()
+			if rec, err := f.records.load(f.bg.ctx, r.Name); err == nil && rec.State != Failed {
 				rec.Reason = "machine failed: " + ev.Note
-				if rt.stop != nil {
-					rt.stop()
-				}
-				_ = f.transition(f.ctx, &rec, Failed, system(), "box.fail", rec.Reason)
+				f.runs.cancel(r.Name)
+				_ = f.records.transition(f.bg.ctx, &rec, Failed, system(), "box.fail", rec.Reason)
 			}
-			rt.mu.Unlock()
+			lock.Unlock()
 		}
 	}
-}
-
-// poolPrefix names warm-pool machines; a claimed one keeps its name.
-const poolPrefix = "pool-"
-
-func poolName() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return poolPrefix + hex.EncodeToString(b[:])
-}
-
-func (f *Fleet) poolStatus(ctx context.Context, caller keys.Actor) (PoolStatus, error) {
-	if caller.Role != keys.RoleAdmin {
-		return PoolStatus{}, fmt.Errorf("the warm pool is for admins: %w", ErrForbidden)
-	}
-	f.mu.Lock()
-	target := f.policy.WarmPool
-	f.mu.Unlock()
-	ready, booting := f.pool.counts()
-	return PoolStatus{Target: target, Ready: ready, Booting: booting}, nil
-}
-
-// MaxPool caps the warm pool's target.
-const MaxPool = 64
-
-func (f *Fleet) setPool(ctx context.Context, caller keys.Actor, n int) (PoolStatus, error) {
-	e := f.entry(caller, "pool.set", strconv.Itoa(n))
-	if caller.Role != keys.RoleAdmin {
-		err := fmt.Errorf("the warm pool is for admins: %w", ErrForbidden)
-		f.audit.Finish(ctx, e, err, audit.ResultDenied)
-		return PoolStatus{}, err
-	}
-	if n < 0 || n > MaxPool {
-		return PoolStatus{}, fmt.Errorf("pool size %d: want 0 to %d: %w", n, MaxPool, ErrInvalid)
-	}
-	f.mu.Lock()
-	f.policy.WarmPool = n
-	f.mu.Unlock()
-	_ = f.audit.Record(ctx, e)
-	f.refill()
-	return f.poolStatus(ctx, caller)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
@@ -63,49 +64,59 @@ type ModelUsage struct {
 	OutputTokens int64 `json:"output_tokens"`
 }
 
-// recordOfVM finds the box that owns a machine.
+// grants answers the box network (gateway/boxnet), which acts for a
+// machine, named by the socket its connection came through: what the
+// machine's box may reach, and its model budget.
 //
-// Every request through a box's network path asks this, so the box last
-// found for the machine is tried first; only a miss reads every record.
-func (f *Fleet) recordOfVM(ctx context.Context, vmName string) (record, bool, error) {
-	f.vmBoxMu.Lock()
-	hint, ok := f.vmBox[vmName]
-	f.vmBoxMu.Unlock()
+// Every request through a box's network path finds the machine's box, so
+// the box last found for the machine is tried first (a hint, checked
+// against the record each time); only a miss reads every record.
+type grants struct {
+	records  *records
+	locks    *locks
+	settings *settings
+
+	mu    sync.Mutex
+	boxes map[string]string // machine → the box that last held it
+}
+
+// find returns the record of the box that owns vmName.
+func (v *grants) find(ctx context.Context, vmName string) (record, bool, error) {
+	v.mu.Lock()
+	hint, ok := v.boxes[vmName]
+	v.mu.Unlock()
 	if ok {
-		if r, err := f.load(ctx, hint); err == nil && r.VM == vmName && r.State != Destroyed {
+		if r, err := v.records.load(ctx, hint); err == nil && r.VM == vmName && r.State != Destroyed {
 			return r, true, nil
 		}
 	}
-	recs, err := f.loadAll(ctx)
+	recs, err := v.records.loadAll(ctx)
 	if err != nil {
 		return record{}, false, err
 	}
 	for _, r := range recs {
 		if r.VM == vmName && r.State != Destroyed {
-			f.vmBoxMu.Lock()
-			if f.vmBox == nil {
-				f.vmBox = map[string]string{}
-			}
-			f.vmBox[vmName] = r.Name
-			f.vmBoxMu.Unlock()
+			v.mu.Lock()
+			v.boxes[vmName] = r.Name
+			v.mu.Unlock()
 			return r, true, nil
 		}
 	}
-	f.vmBoxMu.Lock()
-	delete(f.vmBox, vmName)
-	f.vmBoxMu.Unlock()
+	v.mu.Lock()
+	delete(v.boxes, vmName)
+	v.mu.Unlock()
 	return record{}, false, nil
 }
 
-// NetGrant returns the current grant of a machine's network path.
-func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
-	rec, ok, err := f.recordOfVM(ctx, vmName)
+// grant returns the current grant of a machine's network path.
+func (v *grants) grant(ctx context.Context, vmName string) (NetGrant, error) {
+	rec, ok, err := v.find(ctx, vmName)
 	if err != nil || !ok {
 		return NetGrant{}, err
 	}
 	g := NetGrant{Box: rec.Name, Owner: rec.Owner, Allow: rec.Allow, Model: rec.Model}
 	for _, r := range rec.Repos {
-		_, tok, err := f.accounts.Token(ctx, rec.Owner, r.Account)
+		_, tok, err := v.settings.accounts.Token(ctx, rec.Owner, r.Account)
 		if err != nil {
 			continue // the account was removed: the repo is no longer reachable
 		}
@@ -113,7 +124,7 @@ func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
 		if err != nil {
 			continue
 		}
-		nr := NetRepo{Path: repo.String(), Upstream: f.accounts.CloneURL(repo), Token: tok}
+		nr := NetRepo{Path: repo.String(), Upstream: v.settings.accounts.CloneURL(repo), Token: tok}
 		if !strings.HasSuffix(nr.Upstream, ".git") {
 			nr.Upstream += ".git"
 		}
@@ -122,7 +133,7 @@ func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
 		}
 		g.Repos = append(g.Repos, nr)
 	}
-	srvs, err := f.mcpServers(ctx, rec.Owner)
+	srvs, err := v.settings.mcpServers(ctx, rec.Owner)
 	if err != nil {
 		return g, err
 	}
@@ -132,20 +143,19 @@ func (f *Fleet) NetGrant(ctx context.Context, vmName string) (NetGrant, error) {
 	return g, nil
 }
 
-// SpendModel adds usage to a machine's model budget and refuses it (adding
-// nothing) when it would pass maxRequests or maxTokens (0: no bound).
-func (f *Fleet) SpendModel(ctx context.Context, vmName string, u ModelUsage, maxRequests, maxTokens int64) error {
-	rec, ok, err := f.recordOfVM(ctx, vmName)
+// spendModel adds usage to a machine's model budget (see Fleet.SpendModel).
+func (v *grants) spendModel(ctx context.Context, vmName string, u ModelUsage, maxRequests, maxTokens int64) error {
+	rec, ok, err := v.find(ctx, vmName)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return fmt.Errorf("machine %s belongs to no box: %w", vmName, ErrForbidden)
 	}
-	rt := f.rt(rec.Name)
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rec, err = f.load(ctx, rec.Name)
+	lock := v.locks.get(rec.Name)
+	lock.Lock()
+	defer lock.Unlock()
+	rec, err = v.records.load(ctx, rec.Name)
 	if err != nil {
 		return err
 	}
@@ -160,7 +170,7 @@ func (f *Fleet) SpendModel(ctx context.Context, vmName string, u ModelUsage, max
 		return fmt.Errorf("box %s used its %d model tokens (model.max_tokens): %w", rec.Name, maxTokens, ErrLimit)
 	}
 	rec.Model = m
-	return f.save(ctx, rec, audit.Entry{})
+	return v.records.save(ctx, rec, audit.Entry{})
 }
 
 // netEnv is the agent's environment for the box's network path.

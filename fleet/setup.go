@@ -41,7 +41,7 @@ func (f *Fleet) runSetup(ctx context.Context, rec record, script string) error {
 	if strings.TrimSpace(script) == "" {
 		return nil
 	}
-	log, err := f.openLog(rec.Name)
+	log, err := f.logs.open(rec.Name)
 	if err != nil {
 		return err
 	}

@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/textproto"
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/internal/charset"
 	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/redact"
 )
 
 // MCPServer is one of a user's MCP servers as fronts see it: the header
@@ -36,29 +40,38 @@ var (
 
 func mcpAAD(owner, name string) []byte { return []byte("mcp-server:" + owner + ":" + name) }
 
-// AddMCPServer saves an MCP server (Streamable HTTP) the caller's boxes may
-// reach through the gateway's relay at http://10.0.2.100/mcp/NAME. The
-// headers (the server's secrets) are sealed at rest, added by the gateway on
-// the way out, and never enter a box.
-func (f *Fleet) AddMCPServer(ctx context.Context, caller keys.Actor, name, rawURL string, headers map[string]string) (MCPServer, error) {
-	if err := need(caller, keys.RightWrite, "add MCP server"); err != nil {
-		return MCPServer{}, err
-	}
-	e := f.entry(caller, "mcp.server.add", name)
-	s, err := f.addMCPServer(ctx, caller, name, rawURL, headers, &e)
-	if err != nil {
-		f.audit.Finish(ctx, e, err, audit.ResultError)
-		return MCPServer{}, f.safeErr(err)
-	}
-	// Its header values are redacted everywhere from now on.
-	if err := f.red.Refresh(ctx); err != nil {
-		f.log.Warn("redactor refresh after MCP server add", "err", err)
-	}
-	return s, nil
+// settings are each user's own: GitHub accounts, MCP servers, and the
+// egress allow-lists their boxes get. Its errors are already redacted.
+type settings struct {
+	accounts *accounts.Service
+	mcp      MCPStore // nil: no MCP servers
+	sealer   Sealer
+	private  []netpolicy.Trust
+	net      Network
+	vm       Machines
+	red      *redact.Redactor
+	audit    *audit.Log
+	now      func() time.Time
+	log      *slog.Logger
 }
 
-func (f *Fleet) addMCPServer(ctx context.Context, caller keys.Actor, name, rawURL string, headers map[string]string, e *audit.Entry) (MCPServer, error) {
-	if f.mcp == nil || f.sealer == nil {
+// addMCPServer saves an MCP server (see Fleet.AddMCPServer).
+func (s *settings) addMCPServer(ctx context.Context, caller keys.Actor, name, rawURL string, headers map[string]string) (MCPServer, error) {
+	e := caller.Entry(s.now(), "mcp.server.add", name)
+	srv, err := s.saveMCPServer(ctx, caller, name, rawURL, headers, &e)
+	if err != nil {
+		s.audit.Finish(ctx, e, err, audit.ResultError)
+		return MCPServer{}, s.red.Error(err)
+	}
+	// Its header values are redacted everywhere from now on.
+	if err := s.red.Refresh(ctx); err != nil {
+		s.log.Warn("redactor refresh after MCP server add", "err", err)
+	}
+	return srv, nil
+}
+
+func (s *settings) saveMCPServer(ctx context.Context, caller keys.Actor, name, rawURL string, headers map[string]string, e *audit.Entry) (MCPServer, error) {
+	if s.mcp == nil || s.sealer == nil {
 		return MCPServer{}, fmt.Errorf("this gateway keeps no MCP servers: %w", ErrUnavailable)
 	}
 	if !charset.Is(name, 1, 32, mcpNameFirst, mcpNameRest) {
@@ -82,7 +95,7 @@ func (f *Fleet) addMCPServer(ctx context.Context, caller keys.Actor, name, rawUR
 	// The relay dials it from the gateway host: the box network's address
 	// policy judges it here as far as it can without DNS (an address, a
 	// loopback name) and again, by what it resolves to, on every call.
-	if err := netpolicy.CheckUpstream(u, f.private); err != nil {
+	if err := netpolicy.CheckUpstream(u, s.private); err != nil {
 		return MCPServer{}, fmt.Errorf("MCP server URL %q: %v: the gateway relays to public addresses only (an operator may trust a private one with net.private_upstreams): %w", shownURL(u), err, ErrInvalid)
 	}
 	if len(headers) > maxMCPHeaders {
@@ -96,7 +109,7 @@ func (f *Fleet) addMCPServer(ctx context.Context, caller keys.Actor, name, rawUR
 		}
 		clean[ck] = strings.TrimSpace(v)
 	}
-	existing, err := f.mcp.ListMCPServers(ctx, caller.User)
+	existing, err := s.mcp.ListMCPServers(ctx, caller.User)
 	if err != nil {
 		return MCPServer{}, err
 	}
@@ -107,15 +120,15 @@ func (f *Fleet) addMCPServer(ctx context.Context, caller keys.Actor, name, rawUR
 	if err != nil {
 		return MCPServer{}, err
 	}
-	sealed, err := f.sealer.Seal(plain, mcpAAD(caller.User, name))
+	sealed, err := s.sealer.Seal(plain, mcpAAD(caller.User, name))
 	if err != nil {
 		return MCPServer{}, err
 	}
 	e.Detail = "url=" + shownURL(u) + " headers=" + strings.Join(sortedKeys(clean), ",")
-	if err := f.mcp.InsertMCPServer(ctx, MCPServerDoc{Owner: caller.User, Name: name, URL: u.String(), Headers: sealed, Created: f.now()}, *e); err != nil {
+	if err := s.mcp.InsertMCPServer(ctx, MCPServerDoc{Owner: caller.User, Name: name, URL: u.String(), Headers: sealed, Created: s.now()}, *e); err != nil {
 		return MCPServer{}, err
 	}
-	f.audit.Finish(ctx, *e, nil, "")
+	s.audit.Finish(ctx, *e, nil, "")
 	return MCPServer{Name: name, URL: u.String(), Headers: sortedKeys(clean)}, nil
 }
 
@@ -146,14 +159,11 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// MCPServers lists the caller's MCP servers (header names only).
-func (f *Fleet) MCPServers(ctx context.Context, caller keys.Actor) ([]MCPServer, error) {
-	if err := need(caller, keys.RightRead, "list MCP servers"); err != nil {
-		return nil, err
-	}
-	docs, err := f.mcpServers(ctx, caller.User)
+// listMCPServers lists the caller's MCP servers (header names only).
+func (s *settings) listMCPServers(ctx context.Context, caller keys.Actor) ([]MCPServer, error) {
+	docs, err := s.mcpServers(ctx, caller.User)
 	if err != nil {
-		return nil, f.safeErr(err)
+		return nil, s.red.Error(err)
 	}
 	out := []MCPServer{}
 	for _, d := range docs {
@@ -162,26 +172,23 @@ func (f *Fleet) MCPServers(ctx context.Context, caller keys.Actor) ([]MCPServer,
 	return out, nil
 }
 
-// RemoveMCPServer deletes one of the caller's MCP servers.
-func (f *Fleet) RemoveMCPServer(ctx context.Context, caller keys.Actor, name string) error {
-	if err := need(caller, keys.RightWrite, "remove MCP server"); err != nil {
-		return err
+// removeMCPServer deletes one of the caller's MCP servers.
+func (s *settings) removeMCPServer(ctx context.Context, caller keys.Actor, name string) error {
+	if s.mcp == nil {
+		return s.red.Error(fmt.Errorf("this gateway keeps no MCP servers: %w", ErrUnavailable))
 	}
-	if f.mcp == nil {
-		return f.safeErr(fmt.Errorf("this gateway keeps no MCP servers: %w", ErrUnavailable))
-	}
-	e := f.entry(caller, "mcp.server.rm", name)
-	found, err := f.mcp.DeleteMCPServer(ctx, caller.User, name, e)
+	e := caller.Entry(s.now(), "mcp.server.rm", name)
+	found, err := s.mcp.DeleteMCPServer(ctx, caller.User, name, e)
 	if err == nil && !found {
 		// Another user's server answers the same: it is not theirs to see.
 		err = fmt.Errorf("MCP server %q: %w", name, ErrNotFound)
 	}
 	if err != nil {
 		// A refused removal is on record too (probing for names shows).
-		f.audit.Finish(ctx, e, err, audit.ResultError)
-		return f.safeErr(err)
+		s.audit.Finish(ctx, e, err, audit.ResultError)
+		return s.red.Error(err)
 	}
-	f.audit.Finish(ctx, e, nil, "")
+	s.audit.Finish(ctx, e, nil, "")
 	return nil
 }
 
@@ -191,17 +198,17 @@ type mcpServer struct {
 }
 
 // mcpServers opens owner's MCP servers.
-func (f *Fleet) mcpServers(ctx context.Context, owner string) ([]mcpServer, error) {
-	if f.mcp == nil || f.sealer == nil {
+func (s *settings) mcpServers(ctx context.Context, owner string) ([]mcpServer, error) {
+	if s.mcp == nil || s.sealer == nil {
 		return nil, nil
 	}
-	docs, err := f.mcp.ListMCPServers(ctx, owner)
+	docs, err := s.mcp.ListMCPServers(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
 	var out []mcpServer
 	for _, d := range docs {
-		plain, err := f.sealer.Open(d.Headers, mcpAAD(d.Owner, d.Name))
+		plain, err := s.sealer.Open(d.Headers, mcpAAD(d.Owner, d.Name))
 		if err != nil {
 			return nil, fmt.Errorf("open MCP server %q of %q: %w", d.Name, d.Owner, err)
 		}
@@ -214,16 +221,15 @@ func (f *Fleet) mcpServers(ctx context.Context, owner string) ([]mcpServer, erro
 	return out, nil
 }
 
-// MCPSecrets returns every MCP header value owner's servers hold, for the
-// redactor's list of known secrets (and for nothing else).
-func (f *Fleet) MCPSecrets(ctx context.Context, owner string) ([]string, error) {
-	srvs, err := f.mcpServers(ctx, owner)
+// mcpSecrets returns every MCP header value owner's servers hold.
+func (s *settings) mcpSecrets(ctx context.Context, owner string) ([]string, error) {
+	srvs, err := s.mcpServers(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, s := range srvs {
-		for _, v := range s.headers {
+	for _, srv := range srvs {
+		for _, v := range srv.headers {
 			out = append(out, v)
 			// "Bearer xyz": the credential alone too.
 			if _, cred, ok := strings.Cut(v, " "); ok {
@@ -240,16 +246,16 @@ const mcpConfigPath = "/var/lib/sbx/mcp.json"
 // mcpConfig is the agent's --mcp-config: every server of the owner through
 // the gateway's relay (the box sees only that URL), and the tool names to
 // allow.
-func (f *Fleet) mcpConfig(ctx context.Context, owner string) ([]byte, []string, error) {
-	srvs, err := f.mcpServers(ctx, owner)
-	if err != nil || len(srvs) == 0 || f.net == nil {
+func (s *settings) mcpConfig(ctx context.Context, owner string) ([]byte, []string, error) {
+	srvs, err := s.mcpServers(ctx, owner)
+	if err != nil || len(srvs) == 0 || s.net == nil {
 		return nil, nil, err
 	}
 	cfg := map[string]any{}
 	var tools []string
-	for _, s := range srvs {
-		cfg[s.name] = map[string]string{"type": "http", "url": "http://" + GatewayHost + "/mcp/" + s.name}
-		tools = append(tools, "mcp__"+s.name)
+	for _, srv := range srvs {
+		cfg[srv.name] = map[string]string{"type": "http", "url": "http://" + GatewayHost + "/mcp/" + srv.name}
+		tools = append(tools, "mcp__"+srv.name)
 	}
 	b, err := json.Marshal(map[string]any{"mcpServers": cfg})
 	return b, tools, err
@@ -263,12 +269,12 @@ type Sealer interface {
 
 // withMCP gives the claude agent the owner's MCP servers through the relay:
 // it writes the config into the guest and allows the servers' tools.
-func (f *Fleet) withMCP(ctx context.Context, rec record, argv []string) ([]string, error) {
-	cfg, tools, err := f.mcpConfig(ctx, rec.Owner)
+func (s *settings) withMCP(ctx context.Context, rec record, argv []string) ([]string, error) {
+	cfg, tools, err := s.mcpConfig(ctx, rec.Owner)
 	if err != nil || cfg == nil {
 		return argv, err
 	}
-	if _, err := f.runStdin(ctx, rec.VM, []string{"/bin/sh", "-c", "mkdir -p /var/lib/sbx && cat > " + mcpConfigPath}, cfg); err != nil {
+	if _, err := runStdin(ctx, s.vm, rec.VM, []string{"/bin/sh", "-c", "mkdir -p /var/lib/sbx && cat > " + mcpConfigPath}, cfg); err != nil {
 		return nil, fmt.Errorf("write the MCP config: %w", err)
 	}
 	out := append([]string{}, argv...)
@@ -278,4 +284,53 @@ func (f *Fleet) withMCP(ctx context.Context, rec record, argv []string) ([]strin
 		}
 	}
 	return append(out, "--mcp-config", mcpConfigPath), nil
+}
+
+// addAccount probes token and saves it sealed as one of the caller's
+// GitHub accounts (see Fleet.AddAccount).
+func (s *settings) addAccount(ctx context.Context, caller keys.Actor, name, token, probeRepo string) (accounts.Account, error) {
+	var probe accounts.Repo
+	if probeRepo != "" {
+		r, err := s.accounts.ResolveRepo(probeRepo)
+		if err != nil {
+			return accounts.Account{}, s.red.Error(fmt.Errorf("%w: %w", ErrInvalid, err))
+		}
+		probe = r
+	}
+	a, err := s.accounts.Add(ctx, caller, caller.User, name, token, probe)
+	if err != nil {
+		return accounts.Account{}, s.red.Error(err)
+	}
+	// The new token is redacted everywhere from now on.
+	if err := s.red.Refresh(ctx); err != nil {
+		s.log.Warn("redactor refresh after account add", "err", err)
+	}
+	return a, nil
+}
+
+func (s *settings) removeAccount(ctx context.Context, caller keys.Actor, name string) error {
+	return s.red.Error(s.accounts.Remove(ctx, caller, caller.User, name))
+}
+
+// cleanAllow checks an egress allow-list and puts its entries in canonical
+// form: the box network's one parser of entries (netpolicy.ParseEntry), the
+// one its proxy matches with. An entry is a host name, *.suffix or an IP
+// address, with :PORT for a port other than 80 and 443.
+func cleanAllow(domains []string) ([]string, error) {
+	if len(domains) > maxAllow {
+		return nil, fmt.Errorf("%d allowed domains (max %d): %w", len(domains), maxAllow, ErrInvalid)
+	}
+	out := []string{}
+	seen := map[string]bool{}
+	for _, d := range domains {
+		e, err := netpolicy.ParseEntry(d)
+		if err != nil {
+			return nil, fmt.Errorf("allowed domain %q: %v (e.g. example.com, *.example.com, example.com:8443): %w", d, err, ErrInvalid)
+		}
+		if c := e.String(); !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }

@@ -6,18 +6,46 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/boxcmd"
-	"sbx.dev/sbx/fleet/runlog"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm/agent"
 )
+
+// runs starts the agent's turns in the boxes and follows them: each turn's
+// output into the box's log, its end into the record (a question, the next
+// follow-up from the inbox, or done).
+type runs struct {
+	vm       Machines
+	store    Store
+	net      Network
+	records  *records
+	events   *events
+	logs     *logs
+	locks    *locks
+	leases   *leases
+	settings *settings
+	bg       *background
+	now      func() time.Time
+	log      *slog.Logger
+
+	mu        sync.Mutex
+	followers map[string]*follower
+}
+
+// follower is the goroutine following a box's current turn.
+type follower struct {
+	stop    context.CancelFunc // ends it
+	stopped chan struct{}      // closed when it returned
+}
 
 func turnFiles(turn int) (out, exit string) {
 	base := path.Join(boxcmd.TurnDir, strconv.Itoa(turn))
@@ -33,9 +61,9 @@ func workDir(rec record) string {
 }
 
 // agentEnv is the environment of the agent's process.
-func (f *Fleet) agentEnv(rec record) []string {
+func (r *runs) agentEnv(rec record) []string {
 	env := []string{"HOME=" + agent.AgentHome, "SBX_BOX=" + rec.Name, "CI=1", "DISABLE_AUTOUPDATER=1"}
-	if f.net != nil {
+	if r.net != nil {
 		env = append(env, netEnv()...)
 	}
 	return env
@@ -44,7 +72,7 @@ func (f *Fleet) agentEnv(rec record) []string {
 // startTurn starts a turn of the agent with message (the task, an answer
 // or a follow-up) and starts following it. The box shows running at once.
 // The caller holds the box's lock.
-func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, actor keys.Actor, action string) error {
+func (r *runs) startTurn(ctx context.Context, rec *record, message string, actor keys.Actor, action string) error {
 	p, ok := profiles()[rec.Agent]
 	if !ok {
 		return unknownProfile(rec.Agent)
@@ -62,7 +90,7 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 	agentArgv := p.argv(message, session)
 	if rec.Agent == "claude" {
 		var err error
-		if agentArgv, err = f.withMCP(ctx, *rec, agentArgv); err != nil {
+		if agentArgv, err = r.settings.withMCP(ctx, *rec, agentArgv); err != nil {
 			return err
 		}
 	}
@@ -81,24 +109,24 @@ func (f *Fleet) startTurn(ctx context.Context, rec *record, message string, acto
 	if action != "box.start" {
 		header += "> " + strings.ReplaceAll(message, "\n", "\n> ") + "\n"
 	}
-	f.catchUp(ctx, rec.Name)
-	if err := f.logAt(rec.Name, rec.Turn, logHeader, 0, header); err != nil {
+	r.logs.catchUp(ctx, rec.Name)
+	if err := r.logs.at(rec.Name, rec.Turn, logHeader, 0, header); err != nil {
 		return err
 	}
-	proc, err := f.vm.Exec(ctx, rec.VM, agent.ExecRequest{Argv: argv, Env: f.agentEnv(*rec)})
+	proc, err := r.vm.Exec(ctx, rec.VM, agent.ExecRequest{Argv: argv, Env: r.agentEnv(*rec)})
 	if err != nil {
 		return fmt.Errorf("start the %s agent: %w", rec.Agent, err)
 	}
 	proc.Stdin().Close()
 	rec.State = Running
-	rec.LastOutput = f.now()
-	e := f.entry(actor, action, rec.Name)
+	rec.LastOutput = r.now()
+	e := actor.Entry(r.now(), action, rec.Name)
 	e.Detail = fmt.Sprintf("turn %d", rec.Turn)
-	if err := f.save(ctx, *rec, e); err != nil {
+	if err := r.records.save(ctx, *rec, e); err != nil {
 		proc.Detach()
 		return err
 	}
-	f.follow(*rec, proc)
+	r.follow(*rec, proc)
 	return nil
 }
 
@@ -112,31 +140,6 @@ func turnKind(action string) string {
 	return "follow-up"
 }
 
-// log returns the box's open log.
-func (f *Fleet) openLog(name string) (*runlog.Log, error) {
-	rt := f.rt(name)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if rt.log != nil {
-		return rt.log, nil
-	}
-	l, err := runlog.Open(f.logDir(), name)
-	if err != nil {
-		return nil, err
-	}
-	rt.log = l
-	return l, nil
-}
-
-func (f *Fleet) appendLog(name, text string) error {
-	l, err := f.openLog(name)
-	if err != nil {
-		return err
-	}
-	_, err = l.Write([]byte(text))
-	return err
-}
-
 // follow starts the goroutine that streams the current turn's output into
 // the box's log and ends the turn: from live (the turn's own exec) when the
 // turn has just started, else from the turn file at the stored offset. The
@@ -145,42 +148,63 @@ func (f *Fleet) appendLog(name, text string) error {
 // On a cluster only the gateway holding the box's follow lease follows
 // (and ends) its turn; another leaves a live process running and lets the
 // holder, or whoever takes the lease over, follow it.
-func (f *Fleet) follow(rec record, live *agent.Process) {
-	rt := f.rt(rec.Name)
-	f.stopFollow(rt)
-	if f.cluster != nil && !f.once(f.ctx, followLease(rec.Name), followTTL) {
+func (r *runs) follow(rec record, live *agent.Process) {
+	r.stop(rec.Name)
+	if r.leases.on() && !r.leases.once(r.bg.ctx, followLease(rec.Name), followTTL) {
 		if live != nil {
 			live.Detach()
 		}
 		return
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
+	ctx, cancel := context.WithCancel(r.bg.ctx)
 	stopped := make(chan struct{})
-	rt.stop, rt.stopped = cancel, stopped
-	f.wg.Add(1)
+	r.mu.Lock()
+	r.followers[rec.Name] = &follower{stop: cancel, stopped: stopped}
+	r.mu.Unlock()
+	r.bg.wg.Add(1)
 	go func() {
-		defer f.wg.Done()
+		defer r.bg.wg.Done()
 		defer close(stopped)
-		if f.cluster != nil {
+		if r.leases.on() {
 			hctx, hcancel := context.WithCancel(ctx)
 			defer hcancel()
-			f.wg.Go(func() { f.holdFollow(hctx, rec.Name, cancel) })
+			r.bg.wg.Go(func() { r.leases.holdFollow(hctx, rec.Name, cancel) })
 			if live == nil {
 				// Taken over: the turns before may be missing here.
-				f.catchUp(ctx, rec.Name)
+				r.logs.catchUp(ctx, rec.Name)
 			}
 		}
-		f.followTurn(ctx, rec, stopped, live)
+		r.followTurn(ctx, rec, stopped, live)
 	}()
 }
 
-// stopFollow ends the follower of a box and waits for it.
-func (f *Fleet) stopFollow(rt *boxRT) {
-	if rt.stop != nil {
-		rt.stop()
-		<-rt.stopped
-		rt.stop, rt.stopped = nil, nil
+// stop ends the follower of a box and waits for it. The caller holds the
+// box's lock.
+func (r *runs) stop(name string) {
+	r.mu.Lock()
+	fl := r.followers[name]
+	delete(r.followers, name)
+	r.mu.Unlock()
+	if fl != nil {
+		fl.stop()
+		<-fl.stopped
 	}
+}
+
+// cancel ends the follower of a box without waiting for it.
+func (r *runs) cancel(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fl := r.followers[name]; fl != nil {
+		fl.stop()
+	}
+}
+
+// following reports whether this gateway follows the box's turn.
+func (r *runs) following(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.followers[name] != nil
 }
 
 // followTurn runs `sbx box follow` in the guest from the raw offset the
@@ -188,7 +212,7 @@ func (f *Fleet) stopFollow(rt *boxRT) {
 // the turn when the agent exits. A broken stream is resumed from the last
 // stored offset; a cancelled ctx (sleep, destroy, shutdown) leaves the turn
 // running for the next follower.
-func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}, live *agent.Process) {
+func (r *runs) followTurn(ctx context.Context, rec record, self chan struct{}, live *agent.Process) {
 	p := profiles()[rec.Agent]
 	parser := p.newParser()
 	out, exit := turnFiles(rec.Turn)
@@ -202,27 +226,27 @@ func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}, 
 		var n int64
 		var err error
 		if attempt == 0 && live != nil {
-			code, n, err = f.followStream(ctx, rec, parser, live, raw, false, false)
+			code, n, err = r.followStream(ctx, rec, parser, live, raw, false, false)
 		} else {
-			code, n, err = f.followOnce(ctx, rec, parser, out, exit, raw)
+			code, n, err = r.followOnce(ctx, rec, parser, out, exit, raw)
 		}
 		raw += n
 		if err == nil {
-			f.endTurn(ctx, rec.Name, rec.Turn, code, parser, raw, self)
+			r.endTurn(ctx, rec.Name, rec.Turn, code, parser, raw, self)
 			return
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		if f.cluster != nil {
+		if r.leases.on() {
 			// Another gateway may have slept, destroyed or moved the box on.
-			if cur, lerr := f.load(ctx, rec.Name); lerr == nil && (cur.State != Running || cur.Turn != rec.Turn || cur.TurnDone) {
+			if cur, lerr := r.records.load(ctx, rec.Name); lerr == nil && (cur.State != Running || cur.Turn != rec.Turn || cur.TurnDone) {
 				return
 			}
 		}
-		f.log.Warn("following a turn failed; retrying", "box", rec.Name, "turn", rec.Turn, "err", err)
+		r.log.Warn("following a turn failed; retrying", "box", rec.Name, "turn", rec.Turn, "err", err)
 		if attempt >= 20 {
-			f.endTurn(ctx, rec.Name, rec.Turn, -1, parser, raw, self)
+			r.endTurn(ctx, rec.Name, rec.Turn, -1, parser, raw, self)
 			return
 		}
 		select {
@@ -236,20 +260,20 @@ func (f *Fleet) followTurn(ctx context.Context, rec record, self chan struct{}, 
 
 // followOnce streams from raw; it returns the agent's exit code, how many
 // raw bytes it consumed, and an error when the stream broke first.
-func (f *Fleet) followOnce(ctx context.Context, rec record, parser parser, out, exit string, raw int64) (int, int64, error) {
-	return f.followOnceAs(ctx, rec, parser, out, exit, raw, false)
+func (r *runs) followOnce(ctx context.Context, rec record, parser parser, out, exit string, raw int64) (int, int64, error) {
+	return r.followOnceAs(ctx, rec, parser, out, exit, raw, false)
 }
 
 // followOnceAs is followOnce; a mirror only copies into this gateway's log.
-func (f *Fleet) followOnceAs(ctx context.Context, rec record, parser parser, out, exit string, raw int64, mirror bool) (int, int64, error) {
-	proc, err := f.vm.Exec(ctx, rec.VM, agent.ExecRequest{
+func (r *runs) followOnceAs(ctx context.Context, rec record, parser parser, out, exit string, raw int64, mirror bool) (int, int64, error) {
+	proc, err := r.vm.Exec(ctx, rec.VM, agent.ExecRequest{
 		Argv: []string{guestSBX, "box", "follow", "--exit", exit, "--from", strconv.FormatInt(raw, 10), out},
 	})
 	if err != nil {
 		return 0, 0, err
 	}
 	proc.Stdin().Close()
-	return f.followStream(ctx, rec, parser, proc, raw, true, mirror)
+	return r.followStream(ctx, rec, parser, proc, raw, true, mirror)
 }
 
 // followStream logs what the parser makes of each raw line of proc's
@@ -258,7 +282,7 @@ func (f *Fleet) followOnceAs(ctx context.Context, rec record, parser parser, out
 // the agent is quiet), the agent's own exec only detached (the agent runs
 // on). A mirror (cluster) only copies into this gateway's log: the
 // follower elsewhere records offsets and publishes output.
-func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, proc *agent.Process, raw int64, kill, mirror bool) (int, int64, error) {
+func (r *runs) followStream(ctx context.Context, rec record, parser parser, proc *agent.Process, raw int64, kill, mirror bool) (int, int64, error) {
 	defer context.AfterFunc(ctx, func() {
 		if !kill {
 			proc.Detach()
@@ -269,7 +293,7 @@ func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, pro
 		_ = proc.Signal(kctx, syscall.SIGKILL)
 	})()
 	go io.Copy(io.Discard, proc.Stderr())
-	if _, err := f.openLog(rec.Name); err != nil {
+	if _, err := r.logs.open(rec.Name); err != nil {
 		return 0, 0, err
 	}
 	br := bufio.NewReaderSize(proc.Stdout(), 64<<10)
@@ -281,11 +305,11 @@ func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, pro
 			return
 		}
 		lastSave = time.Now()
-		f.noteOutput(rec.Name, rec.Turn, raw+consumed, parser.session())
+		r.noteOutput(rec.Name, rec.Turn, raw+consumed, parser.session())
 	}
 	logLine := func(line []byte) error {
 		text := parser.line(trimNL(line))
-		if werr := f.logAt(rec.Name, rec.Turn, logLine, raw+consumed+int64(len(line)), text); werr != nil {
+		if werr := r.logs.at(rec.Name, rec.Turn, logLine, raw+consumed+int64(len(line)), text); werr != nil {
 			return werr
 		}
 		consumed += int64(len(line))
@@ -300,7 +324,7 @@ func (f *Fleet) followStream(ctx context.Context, rec record, parser parser, pro
 		}
 		if time.Since(lastEvent) > 250*time.Millisecond {
 			lastEvent = time.Now()
-			f.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: EventOutput, State: Running, At: f.now()})
+			r.events.publish(Event{Box: rec.Name, Owner: rec.Owner, Kind: EventOutput, State: Running, At: r.now()})
 		}
 		flush(false)
 		return nil
@@ -353,32 +377,32 @@ func trimNL(b []byte) []byte {
 
 // noteOutput records the raw offset reached and when output last came, so
 // a restarted gateway resumes there and idle sleep counts from it.
-func (f *Fleet) noteOutput(name string, turn int, raw int64, session string) {
-	rt := f.rt(name)
-	if !rt.mu.TryLock() {
+func (r *runs) noteOutput(name string, turn int, raw int64, session string) {
+	lock := r.locks.get(name)
+	if !lock.TryLock() {
 		return // a lifecycle action holds it; the next flush records it
 	}
-	defer rt.mu.Unlock()
-	ctx := context.WithoutCancel(f.ctx)
-	rec, err := f.load(ctx, name)
+	defer lock.Unlock()
+	ctx := context.WithoutCancel(r.bg.ctx)
+	rec, err := r.records.load(ctx, name)
 	if err != nil || rec.Turn != turn || rec.TurnDone {
 		return
 	}
 	rec.TurnRaw = raw
-	rec.LastOutput = f.now()
+	rec.LastOutput = r.now()
 	if session != "" {
 		rec.Session = session
 	}
-	if err := f.save(ctx, rec, audit.Entry{}); err != nil {
-		f.log.Warn("record output offset", "box", name, "err", err)
+	if err := r.records.save(ctx, rec, audit.Entry{}); err != nil {
+		r.log.Warn("record output offset", "box", name, "err", err)
 	}
 }
 
 // endTurn closes a turn: a question makes the box wait, a queued follow-up
 // starts the next turn, otherwise the box is done.
-func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser parser, raw int64, self chan struct{}) {
-	rt := f.rt(name)
-	for !rt.mu.TryLock() {
+func (r *runs) endTurn(ctx context.Context, name string, turn, code int, parser parser, raw int64, self chan struct{}) {
+	lock := r.locks.get(name)
+	for !lock.TryLock() {
 		// Whoever holds the lock may be waiting for this follower to stop.
 		select {
 		case <-ctx.Done():
@@ -386,13 +410,15 @@ func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	defer rt.mu.Unlock()
+	defer lock.Unlock()
 	// This follower is ending: the next turn's follow must not wait for it.
-	if rt.stopped == self {
-		rt.stop, rt.stopped = nil, nil
+	r.mu.Lock()
+	if fl := r.followers[name]; fl != nil && fl.stopped == self {
+		delete(r.followers, name)
 	}
+	r.mu.Unlock()
 	bg := context.WithoutCancel(ctx)
-	rec, err := f.load(bg, name)
+	rec, err := r.records.load(bg, name)
 	if err != nil || rec.Turn != turn || rec.TurnDone || rec.State == Destroyed {
 		return
 	}
@@ -405,23 +431,23 @@ func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser
 	if code == -1 {
 		status = "lost (the box's agent could not be followed)"
 	}
-	_ = f.logAt(name, turn, logEnd, 0, fmt.Sprintf("── turn %d ended: %s ──\n", turn, status))
-	if q := f.question(bg, rec); q != "" {
+	_ = r.logs.at(name, turn, logEnd, 0, fmt.Sprintf("── turn %d ended: %s ──\n", turn, status))
+	if q := r.question(bg, rec); q != "" {
 		rec.Question = q
-		if err := f.transition(bg, &rec, Waiting, system(), "box.question", ""); err != nil {
-			f.log.Error("record question", "box", name, "err", err)
+		if err := r.records.transition(bg, &rec, Waiting, system(), "box.question", ""); err != nil {
+			r.log.Error("record question", "box", name, "err", err)
 			return
 		}
-		f.emit(rec, EventQuestion, q)
+		r.events.emit(rec, EventQuestion, q)
 		return
 	}
-	items, err := f.store.ListInbox(bg, name)
+	items, err := r.store.ListInbox(bg, name)
 	if err == nil && len(items) > 0 {
 		it := items[0]
-		if _, err := f.store.DeleteInbox(bg, name, it.ID, audit.Entry{}); err == nil {
-			f.emit(rec, EventInbox, "")
+		if _, err := r.store.DeleteInbox(bg, name, it.ID, audit.Entry{}); err == nil {
+			r.events.emit(rec, EventInbox, "")
 			actor := keys.Actor{User: it.By, Front: "inbox"}
-			if err := f.startTurn(bg, &rec, it.Text, actor, "box.followup"); err == nil {
+			if err := r.startTurn(bg, &rec, it.Text, actor, "box.followup"); err == nil {
 				return
 			} else {
 				rec.Reason = err.Error()
@@ -431,14 +457,26 @@ func (f *Fleet) endTurn(ctx context.Context, name string, turn, code int, parser
 	if code != 0 && rec.Reason == "" {
 		rec.Reason = "agent " + status
 	}
-	if err := f.transition(bg, &rec, Done, system(), "box.done", status); err != nil {
-		f.log.Error("record end of turn", "box", name, "err", err)
+	if err := r.records.transition(bg, &rec, Done, system(), "box.done", status); err != nil {
+		r.log.Error("record end of turn", "box", name, "err", err)
+	}
+}
+
+// interrupt ends the agent of the current turn (its process group).
+func (r *runs) interrupt(ctx context.Context, rec record) {
+	_, exit := turnFiles(rec.Turn)
+	script := `pid=$(cat "$1.pid" 2>/dev/null) || exit 0
+kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -e "$1" ] && exit 0; sleep 0.2; done
+kill -KILL -"$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; exit 0`
+	if out, err := run(ctx, r.vm, rec.VM, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", script, "sh", exit}}); err != nil {
+		r.log.Warn("interrupt turn", "box", rec.Name, "err", err, "out", out)
 	}
 }
 
 // question reads the pending question file, "" when there is none.
-func (f *Fleet) question(ctx context.Context, rec record) string {
-	rc, err := f.vm.ReadFile(ctx, rec.VM, questionFile)
+func (r *runs) question(ctx context.Context, rec record) string {
+	rc, err := r.vm.ReadFile(ctx, rec.VM, questionFile)
 	if err != nil {
 		return ""
 	}

@@ -2,9 +2,14 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/keys"
 )
 
 // record is a box as the store keeps it: what Box shows plus the core's own
@@ -44,6 +49,96 @@ type record struct {
 	Model ModelUsage `json:"model,omitzero"`
 	// StateBeforeSleep is where the run was when the box went to sleep.
 	StateBeforeSleep State `json:"state_before_sleep,omitempty"`
+}
+
+// records keeps the boxes' records in the store: every read, write and
+// state change of a box goes through it, with its audit row and its event.
+type records struct {
+	store  Store
+	audit  *audit.Log
+	events *events
+	now    func() time.Time
+	log    *slog.Logger
+}
+
+// notFound is the error of a box that does not exist (or that the caller
+// may not see: the two read the same).
+func notFound(name string) error { return fmt.Errorf("box %q: %w", name, ErrNotFound) }
+
+// load reads a box's record.
+func (r *records) load(ctx context.Context, name string) (record, error) {
+	doc, err := r.store.GetBox(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		return record{}, notFound(name)
+	}
+	if err != nil {
+		return record{}, fmt.Errorf("load box %q: %w", name, err)
+	}
+	var rec record
+	if err := json.Unmarshal(doc.Doc, &rec); err != nil {
+		return record{}, fmt.Errorf("load box %q: corrupt record: %w", name, err)
+	}
+	return rec, nil
+}
+
+func (r *records) loadAll(ctx context.Context) ([]record, error) {
+	docs, err := r.store.ListBoxes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list boxes: %w", err)
+	}
+	out := make([]record, 0, len(docs))
+	for _, d := range docs {
+		var rec record
+		if err := json.Unmarshal(d.Doc, &rec); err != nil {
+			r.log.Error("corrupt box record", "box", d.Name, "err", err)
+			continue
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func doc(rec record) (BoxDoc, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return BoxDoc{}, err
+	}
+	return BoxDoc{Name: rec.Name, Owner: rec.Owner, State: string(rec.State), Doc: b}, nil
+}
+
+// save writes rec with its audit row (zero Entry: bookkeeping only) and
+// publishes a state event when the state changed.
+func (r *records) save(ctx context.Context, rec record, e audit.Entry) error {
+	prev := rec.State
+	if old, err := r.load(ctx, rec.Name); err == nil {
+		prev = old.State
+	}
+	rec.Updated = r.now()
+	d, err := doc(rec)
+	if err != nil {
+		return err
+	}
+	if err := r.store.UpdateBox(ctx, d, e); err != nil {
+		return fmt.Errorf("save box %q: %w", rec.Name, err)
+	}
+	if e.Action != "" {
+		r.audit.Finish(ctx, e, nil, "")
+	}
+	if prev != rec.State {
+		r.events.emit(rec, EventState, rec.Reason)
+	}
+	return nil
+}
+
+// transition moves a box to state, recorded as action by actor.
+func (r *records) transition(ctx context.Context, rec *record, to State, actor keys.Actor, action, detail string) error {
+	rec.State = to
+	e := audit.Entry{}
+	if action != "" {
+		e = actor.Entry(r.now(), action, rec.Name)
+		e.Detail = detail
+	}
+	return r.save(ctx, *rec, e)
 }
 
 // Store is what the core needs from the database. Each write takes the
