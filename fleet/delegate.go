@@ -189,7 +189,9 @@ func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec,
 		if errors.Is(err, accounts.ErrNoAccount) {
 			return clonedRepo{}, fmt.Errorf("repo %s: none of your GitHub accounts can reach it (add one with `account add`): %w: %w", full, ErrInvalid, err)
 		}
-		return clonedRepo{}, fmt.Errorf("repo %s: %w: %w", full, ErrUnavailable, err)
+		// The lookup failing is the core unavailable, whatever kind the
+		// store gave it: no "no such box" hint for a missing account.
+		return clonedRepo{}, fmt.Errorf("repo %s: %w: %v", full, ErrUnavailable, err)
 	}
 	tmp, err := os.MkdirTemp(filepath.Join(f.dataDir, "staging"), "clone-")
 	if err != nil {
