@@ -13,9 +13,9 @@ import (
 	"sbx.dev/sbx/vm/agent"
 )
 
-// Machines is what the core needs of the machines under the boxes:
-// vm.Manager on one host, vm/kube.Machines on a cluster (where every
-// gateway sees every box).
+// Machines is what the core needs of the machines under the boxes: the
+// one vm.Manager, whichever backend runs them (on a cluster every gateway
+// sees every box).
 type Machines interface {
 	Create(ctx context.Context, name string, spec vm.Spec) (vm.Box, error)
 	Start(ctx context.Context, name string) (vm.Box, error)

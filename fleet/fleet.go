@@ -1,8 +1,8 @@
 // Package fleet is the core every front calls: boxes with owners, the runs
 // of an agent inside them, their live logs, questions, follow-ups, diffs and
 // lifecycle. It knows no front and renders nothing (see api.go for its whole
-// surface); it reaches machines only through Machines (vm.Manager, or
-// vm/kube.Machines on a cluster) and the database only through Store.
+// surface); it reaches machines only through Machines (the one vm.Manager,
+// whichever backend) and the database only through Store.
 //
 // Several gateways may share one database and one cluster (Config.Cluster,
 // cluster.go): they see the same boxes, relay their events to each other,
