@@ -14,12 +14,12 @@ import (
 // (the gateway, the VM manager, the store) and has no business in a box.
 var guestPackages = []string{
 	"sbx.dev/sbx",
-	"sbx.dev/sbx/fleet/boxcmd",
+	"sbx.dev/sbx/vm/guest/boxcmd",
 	"sbx.dev/sbx/hooks",
 	"sbx.dev/sbx/vm/agent",
 	"sbx.dev/sbx/vm/fwd",
 	"sbx.dev/sbx/vm/guest",
-	"sbx.dev/sbx/vm/kube/podagent",
+	"sbx.dev/sbx/vm/guest/podagent",
 }
 
 // TestGuestBinaryFenced fails when the guest binary pulls in a host package.

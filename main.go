@@ -13,11 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/vm/fwd"
 	"sbx.dev/sbx/vm/guest"
-	"sbx.dev/sbx/vm/kube/podagent"
+	"sbx.dev/sbx/vm/guest/boxcmd"
+	"sbx.dev/sbx/vm/guest/podagent"
 )
 
 func main() {

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/fleet/runlog"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest/boxcmd"
 )
 
 func turnFiles(turn int) (out, exit string) {
