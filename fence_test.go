@@ -18,7 +18,7 @@ var guestPackages = []string{
 	"sbx.dev/sbx/hooks",
 	"sbx.dev/sbx/vm/agent",
 	"sbx.dev/sbx/vm/fwd",
-	"sbx.dev/sbx/vm/guest",
+	"sbx.dev/sbx/vm/guest/pid1",
 	"sbx.dev/sbx/vm/guest/podagent",
 }
 

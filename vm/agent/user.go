@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The unprivileged user every box has (vm/guest writes it into the box's
+// The unprivileged user every box has (vm/guest/pid1 writes it into the box's
 // root at boot). ExecRequest.User names it to run a process as it; "" runs
 // as root, as the agent always did.
 const (

@@ -1,5 +1,5 @@
 // Package podagent is the sbx binary's life inside a box Pod on Kubernetes
-// (`sbx pod-agent`), the counterpart of vm/guest for the QEMU backend.
+// (`sbx pod-agent`), the counterpart of vm/guest/pid1 for the QEMU backend.
 //
 // The Pod's only container runs `sbx pod-agent serve` as its PID 1: it reaps
 // orphans and serves the agent protocol (vm/agent) on a Unix socket inside
@@ -45,7 +45,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/vm/agent"
-	"sbx.dev/sbx/vm/guest"
+	"sbx.dev/sbx/vm/guest/pid1"
 )
 
 // Socket is where the agent listens inside the box container.
@@ -94,10 +94,10 @@ func NewCommand() *cobra.Command {
 			}
 			// The box's unprivileged user, as the QEMU guest's init makes
 			// it: the agent's turns and exec run as it.
-			if err := guest.ProvisionAgentUser("/", workspace); err != nil {
+			if err := pid1.ProvisionAgentUser("/", workspace); err != nil {
 				return fmt.Errorf("pod agent: the agent user: %w", err)
 			}
-			if err := guest.StartHookBroker(ctx, workspace, log); err != nil {
+			if err := pid1.StartHookBroker(ctx, workspace, log); err != nil {
 				return fmt.Errorf("pod agent: %w", err)
 			}
 			// The agent and the egress listener live and end together.

@@ -1,9 +1,9 @@
-// Package guest is the sbx binary's life as PID 1 inside a box: mount what
+// Package pid1 is the sbx binary's life as PID 1 inside a box: mount what
 // the box needs, load the stock kernel's modules, find the disks by serial,
 // optionally switch into the image's root filesystem, then serve the host's
 // agent protocol on the sbx.agent port. PID 1 never exits: a fatal error is
 // logged to the console and the machine powers off.
-package guest
+package pid1
 
 import (
 	"context"
