@@ -150,7 +150,7 @@ func (c *connState) pending(id uint64) *pendingExec {
 
 // attach hands a stdio stream to its exec call and holds it until the exec
 // is done with it.
-func (c *connState) attach(st *yamux.Stream, req request) {
+func (c *connState) attach(st *yamux.Stream, req Request) {
 	if req.FD < 0 || req.FD > 2 {
 		return
 	}
@@ -171,10 +171,10 @@ func (c *connState) attach(st *yamux.Stream, req request) {
 // attachTimeout bounds the wait for an exec's three stdio streams.
 const attachTimeout = 10 * time.Second
 
-func (c *connState) exec(ctx context.Context, ctl *yamux.Stream, req request) {
+func (c *connState) exec(ctx context.Context, ctl *yamux.Stream, req Request) {
 	s := c.srv
 	fail := func(err error) {
-		_ = writeFrame(ctl, reply{ID: req.ID, Err: toWire(err)})
+		_ = WriteFrame(ctl, Reply{ID: req.ID, Err: ToWire(err)})
 	}
 	pe := c.pending(req.ID)
 	c.mu.Lock()
@@ -223,7 +223,7 @@ func (c *connState) exec(ctx context.Context, ctl *yamux.Stream, req request) {
 	// a session shutdown for a frame it already sent. Processes outlive
 	// their connection anyway (a gateway restart must not kill work), so
 	// the process keeps running either way.
-	if err := writeFrame(ctl, reply{ID: req.ID, PID: p.pid}); err != nil {
+	if err := WriteFrame(ctl, Reply{ID: req.ID, PID: p.pid}); err != nil {
 		s.log.Debug("agent: exec reply", "pid", p.pid, "err", err)
 	}
 	s.log.Debug("agent: exec", "pid", p.pid, "argv", req.Exec.Argv)
@@ -365,14 +365,14 @@ func (p *process) closeAll() {
 }
 
 // control applies a resize or signal request.
-func (p *process) control(req request) error {
+func (p *process) control(req Request) error {
 	switch req.Op {
-	case opResize:
+	case OpResize:
 		if p.tty == nil {
 			return fmt.Errorf("resize: process has no tty: %w", errInvalid)
 		}
 		return pty.Setsize(p.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
-	case opSignal:
+	case OpSignal:
 		if p.gone.Load() {
 			return errors.New("signal: process has exited") // the pid may already belong to someone else
 		}
@@ -389,21 +389,21 @@ func (p *process) control(req request) error {
 func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *slog.Logger) {
 	defer p.closeAll()
 	var ctlMu sync.Mutex // acks and the exit frame share ctl
-	send := func(rep reply) error {
+	send := func(rep Reply) error {
 		ctlMu.Lock()
 		defer ctlMu.Unlock()
-		return writeFrame(ctl, rep)
+		return WriteFrame(ctl, rep)
 	}
 	// Control frames: resize and signal, until the host closes ctl. Each is
 	// acknowledged once applied, so a resize is in effect before the input
 	// the host sends after it.
 	go func() {
 		for {
-			var req request
-			if err := readFrame(ctl, &req); err != nil {
+			var req Request
+			if err := ReadFrame(ctl, &req); err != nil {
 				return
 			}
-			if send(reply{ID: req.ID, Err: toWire(p.control(req))}) != nil {
+			if send(Reply{ID: req.ID, Err: ToWire(p.control(req))}) != nil {
 				return
 			}
 		}
@@ -440,7 +440,7 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 		out(p.stderr, st[2])
 	}
 	exit := p.finish(pumps, &outs)
-	if err := send(reply{ID: id, Exit: &exit}); err != nil {
+	if err := send(Reply{ID: id, Exit: &exit}); err != nil {
 		log.Debug("agent: send exit", "pid", p.pid, "err", err)
 	}
 }
@@ -505,7 +505,7 @@ func (pm *pump) copy(head int, send func(b []byte) error) {
 }
 
 // pumpBuf is the most output one read moves.
-const pumpBuf = 32 << 10
+const pumpBuf = MaxExecData
 
 func (pm *pump) cutIfIdle(after time.Duration) {
 	since := pm.idleSince.Load()

@@ -21,7 +21,7 @@ import (
 
 // frame builds one typed frame.
 func frame(kind byte, payload []byte) []byte {
-	return putFrameHead(append(make([]byte, frameHead), payload...), kind)
+	return PutFrameHead(append(make([]byte, FrameHead), payload...), kind)
 }
 
 // A reader that stops reading holds the process back: the host buffers at
@@ -292,7 +292,7 @@ func TestExecFallbackToFourStreams(t *testing.T) {
 func TestExecStreamControlUnknownExec(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	_, err := c.simple(ctx, request{Op: opSignal, Exe: 999999, Signal: int(syscall.SIGKILL)})
+	_, err := c.simple(ctx, Request{Op: OpSignal, Exe: 999999, Signal: int(syscall.SIGKILL)})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("signal to an unknown exec: %v", err)
 	}
@@ -301,7 +301,7 @@ func TestExecStreamControlUnknownExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Wait()
-	if _, err := c.simple(ctx, request{Op: opResize, Exe: p.id, Rows: 1, Cols: 1}); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := c.simple(ctx, Request{Op: OpResize, Exe: p.id, Rows: 1, Cols: 1}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("resize of a finished exec: %v", err)
 	}
 }
@@ -310,24 +310,24 @@ func TestExecStreamControlUnknownExec(t *testing.T) {
 // error; none makes the host allocate past one frame of maxExecData or
 // panic. (Frames are read by Process.readFrames; FuzzExecFrames explores.)
 func TestExecFramesFromHostileGuest(t *testing.T) {
-	huge := []byte{frameStdout, 0xff, 0xff, 0xff, 0xff}
-	exit0 := frame(frameExit, []byte(`{"code":0}`))
+	huge := []byte{FrameStdout, 0xff, 0xff, 0xff, 0xff}
+	exit0 := frame(FrameExit, []byte(`{"code":0}`))
 	for _, tc := range []struct {
 		name, err string
 		in        []byte
 	}{
 		{"oversized frame", "exceeds", huge},
-		{"one byte too big", "exceeds", binary.BigEndian.AppendUint32([]byte{frameStderr}, maxExecData+1)},
+		{"one byte too big", "exceeds", binary.BigEndian.AppendUint32([]byte{FrameStderr}, MaxExecData+1)},
 		{"unknown kind", "unknown kind", frame('z', nil)},
-		{"data after its end", "stdout data after its end", append(frame(frameStdoutEOF, nil), frame(frameStdout, []byte("x"))...)},
-		{"end with a payload", "end of output with 1 bytes", frame(frameStderrEOF, []byte("x"))},
-		{"exit not json", "exit status", frame(frameExit, []byte("{"))},
-		{"signal name with escapes", "signal name", frame(frameExit, []byte(`{"code":-1,"signal":"\u001b[2J"}`))},
-		{"signal name too long", "signal name", frame(frameExit, []byte(`{"code":-1,"signal":"`+strings.Repeat("A", 33)+`"}`))},
-		{"truncated header", "connection lost before exit", []byte{frameStdout, 0}},
-		{"truncated body", "connection lost before exit", []byte{frameStdout, 0, 0, 0, 9, 'a'}},
-		{"no exit", "connection lost before exit: EOF", frame(frameStdout, []byte("hello"))},
-		{"clean", "", append(frame(frameStdout, []byte("hello")), exit0...)},
+		{"data after its end", "stdout data after its end", append(frame(FrameStdoutEOF, nil), frame(FrameStdout, []byte("x"))...)},
+		{"end with a payload", "end of output with 1 bytes", frame(FrameStderrEOF, []byte("x"))},
+		{"exit not json", "exit status", frame(FrameExit, []byte("{"))},
+		{"signal name with escapes", "signal name", frame(FrameExit, []byte(`{"code":-1,"signal":"\u001b[2J"}`))},
+		{"signal name too long", "signal name", frame(FrameExit, []byte(`{"code":-1,"signal":"`+strings.Repeat("A", 33)+`"}`))},
+		{"truncated header", "connection lost before exit", []byte{FrameStdout, 0}},
+		{"truncated body", "connection lost before exit", []byte{FrameStdout, 0, 0, 0, 9, 'a'}},
+		{"no exit", "connection lost before exit: EOF", frame(FrameStdout, []byte("hello"))},
+		{"clean", "", append(frame(FrameStdout, []byte("hello")), exit0...)},
 		{"frames after exit are not read", "", append(exit0, huge...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -347,10 +347,10 @@ func TestExecFramesFromHostileGuest(t *testing.T) {
 // must end (exit status or error) without panicking, and never buffer more
 // than the limit.
 func FuzzExecFrames(f *testing.F) {
-	f.Add(append(frame(frameStdout, []byte("out")), frame(frameExit, []byte(`{"code":3}`))...))
-	f.Add(append(append(frame(frameStderr, []byte("e")), frame(frameStderrEOF, nil)...), frame(frameExit, []byte(`{"code":-1,"signal":"SIGKILL"}`))...))
-	f.Add([]byte{frameStdout, 0xff, 0xff, 0xff, 0xff})
-	f.Add(frame(frameStdoutEOF, []byte("x")))
+	f.Add(append(frame(FrameStdout, []byte("out")), frame(FrameExit, []byte(`{"code":3}`))...))
+	f.Add(append(append(frame(FrameStderr, []byte("e")), frame(FrameStderrEOF, nil)...), frame(FrameExit, []byte(`{"code":-1,"signal":"SIGKILL"}`))...))
+	f.Add([]byte{FrameStdout, 0xff, 0xff, 0xff, 0xff})
+	f.Add(frame(FrameStdoutEOF, []byte("x")))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, tty := range []bool{false, true} {
 			p := newStreamProcess(nil, 1, 42, nil, tty)

@@ -14,33 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// workspace is the path the host names the confined root by.
-const workspace = "/workspace"
-
-// Rel turns a host path (relative to /workspace, or absolute under it) into a
-// clean relative path, or fails with ErrEscape. It does not touch the disk;
-// symlinks are caught when the path is opened.
-func Rel(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", fmt.Errorf("path %q contains a NUL byte: %w", p, fs.ErrInvalid)
-	}
-	if strings.HasPrefix(p, "/") {
-		rest, ok := strings.CutPrefix(p, workspace)
-		if !ok || (rest != "" && rest[0] != '/') {
-			return "", fmt.Errorf("%q: %w", p, ErrEscape)
-		}
-		p = strings.TrimLeft(rest, "/")
-	}
-	if p == "" {
-		return ".", nil
-	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("%q: %w", p, ErrEscape)
-	}
-	return c, nil
-}
-
 func (s *server) rel(p string) (string, error) { return Rel(p) }
 
 // openIn opens rel beneath dirfd; nothing may resolve outside it: not "..",
@@ -137,7 +110,7 @@ func infoOf(name string, st *unix.Stat_t) FileInfo {
 
 func baseName(rel string) string {
 	if rel == "." {
-		return path.Base(workspace)
+		return path.Base(Workspace)
 	}
 	return path.Base(rel)
 }
@@ -342,8 +315,8 @@ func hangup(st *yamux.Stream) {
 	}()
 }
 
-func (s *server) readFile(st *yamux.Stream, req request) {
-	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
+func (s *server) readFile(st *yamux.Stream, req Request) {
+	fail := func(err error) { _ = WriteFrame(st, Reply{ID: req.ID, Err: ToWire(err)}) }
 	rel, err := Rel(req.Path)
 	if err != nil {
 		fail(err)
@@ -372,11 +345,11 @@ func (s *server) readFile(st *yamux.Stream, req request) {
 		fail(pathErr("read", req.Path, fmt.Errorf("not a regular file but %s: %w", kindOf(fi.Mode), fs.ErrInvalid)))
 		return
 	}
-	if err := writeFrame(st, reply{ID: req.ID, Info: &fi}); err != nil {
+	if err := WriteFrame(st, Reply{ID: req.ID, Info: &fi}); err != nil {
 		return
 	}
 	hangup(st)
-	cw := chunkWriter{w: st}
+	cw := NewChunkWriter(st)
 	if _, err := cw.ReadFrom(f); err != nil {
 		s.log.Debug("agent: read file", "path", req.Path, "err", err)
 		return // no end marker: the host sees a truncated stream
@@ -384,8 +357,8 @@ func (s *server) readFile(st *yamux.Stream, req request) {
 	_ = cw.Close()
 }
 
-func (s *server) writeFile(st *yamux.Stream, req request) {
-	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
+func (s *server) writeFile(st *yamux.Stream, req Request) {
+	fail := func(err error) { _ = WriteFrame(st, Reply{ID: req.ID, Err: ToWire(err)}) }
 	rel, err := Rel(req.Path)
 	if err != nil {
 		fail(err)
@@ -420,10 +393,10 @@ func (s *server) writeFile(st *yamux.Stream, req request) {
 			_ = unix.Unlinkat(dfd, tmp, 0)
 		}
 	}()
-	if err := writeFrame(st, reply{ID: req.ID}); err != nil {
+	if err := WriteFrame(st, Reply{ID: req.ID}); err != nil {
 		return
 	}
-	_, err = io.Copy(f, &chunkReader{r: st})
+	_, err = io.Copy(f, NewChunkReader(st))
 	if err == nil {
 		err = unix.Fchmod(fd, mode) // the umask narrowed the create mode
 	}
@@ -443,19 +416,19 @@ func (s *server) writeFile(st *yamux.Stream, req request) {
 	fail(pathErr("write", req.Path, err)) // fail(nil) is the success reply
 }
 
-func (s *server) watch(ctx doneCtx, st *yamux.Stream, req request) {
+func (s *server) watch(ctx doneCtx, st *yamux.Stream, req Request) {
 	rel, err := Rel(req.Path)
 	if err != nil {
-		_ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)})
+		_ = WriteFrame(st, Reply{ID: req.ID, Err: ToWire(err)})
 		return
 	}
 	last, err := s.stat(rel)
 	exists := err == nil
 	if err != nil && !isNotExist(err) {
-		_ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)})
+		_ = WriteFrame(st, Reply{ID: req.ID, Err: ToWire(err)})
 		return
 	}
-	if err := writeFrame(st, reply{ID: req.ID}); err != nil {
+	if err := WriteFrame(st, Reply{ID: req.ID}); err != nil {
 		return
 	}
 	gone := make(chan struct{})
@@ -486,7 +459,7 @@ func (s *server) watch(ctx doneCtx, st *yamux.Stream, req request) {
 		}
 		exists, last = now, fi
 		if ev != nil {
-			if err := writeFrame(st, reply{ID: req.ID, Event: ev}); err != nil {
+			if err := WriteFrame(st, Reply{ID: req.ID, Event: ev}); err != nil {
 				return
 			}
 		}

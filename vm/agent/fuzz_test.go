@@ -136,18 +136,18 @@ func FuzzTarName(f *testing.F) {
 // than MaxFrame for a header, whatever the bytes.
 func FuzzReadFrame(f *testing.F) {
 	var good bytes.Buffer
-	writeFrame(&good, request{ID: 7, Op: opStat, Path: "a"})
+	WriteFrame(&good, Request{ID: 7, Op: OpStat, Path: "a"})
 	f.Add(good.Bytes())
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 2, '{', '}'})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var req request
-		err := readFrame(bytes.NewReader(data), &req)
+		var req Request
+		err := ReadFrame(bytes.NewReader(data), &req)
 		if err == nil && len(data) >= 4 && binary.BigEndian.Uint32(data) > MaxFrame {
 			t.Fatal("oversized frame accepted")
 		}
-		var rep reply
-		_ = readFrame(bytes.NewReader(data), &rep)
+		var rep Reply
+		_ = ReadFrame(bytes.NewReader(data), &rep)
 	})
 }
 
@@ -155,14 +155,14 @@ func FuzzReadFrame(f *testing.F) {
 // else is an error, never silent truncation.
 func FuzzChunkReader(f *testing.F) {
 	var good bytes.Buffer
-	cw := chunkWriter{w: &good}
+	cw := NewChunkWriter(&good)
 	cw.Write([]byte("hello"))
 	cw.Close()
 	f.Add(good.Bytes())
 	f.Add(good.Bytes()[:good.Len()-4]) // no end marker
 	f.Add([]byte{0, 0x20, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cr := &chunkReader{r: bytes.NewReader(data)}
+		cr := NewChunkReader(bytes.NewReader(data))
 		got, err := io.ReadAll(cr)
 		if err != nil {
 			return
@@ -170,10 +170,10 @@ func FuzzChunkReader(f *testing.F) {
 		// Success means the data was complete: re-encoding it and parsing
 		// again gives the same bytes.
 		var again bytes.Buffer
-		w := chunkWriter{w: &again}
+		w := NewChunkWriter(&again)
 		w.Write(got)
 		w.Close()
-		got2, err := io.ReadAll(&chunkReader{r: &again})
+		got2, err := io.ReadAll(NewChunkReader(&again))
 		if err != nil || !bytes.Equal(got, got2) {
 			t.Fatalf("round trip: %v", err)
 		}

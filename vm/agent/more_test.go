@@ -454,7 +454,7 @@ func TestGuestSkipsRepeatedHellos(t *testing.T) {
 	if _, err := host.Write(in); err != nil {
 		t.Fatal(err)
 	}
-	gc, err := guestHandshake(guest)
+	gc, err := GuestHandshake(guest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +524,7 @@ func TestErrorKindsCrossTheWire(t *testing.T) {
 		{fmt.Errorf("x: %w", ErrEscape), ErrEscape},
 		{fmt.Errorf("bad: %w", fs.ErrInvalid), fs.ErrInvalid},
 	} {
-		err := toWire(&fs.PathError{Op: "open", Path: "p", Err: tc.err}).err("stat", "p")
+		err := ToWire(&fs.PathError{Op: "open", Path: "p", Err: tc.err}).err("stat", "p")
 		if !errors.Is(err, tc.target) {
 			t.Errorf("%v crossed as %v, not %v", tc.err, err, tc.target)
 		}

@@ -200,7 +200,7 @@ func (s *server) close() { unix.Close(s.rootFD) }
 func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	gc, err := guestHandshake(conn)
+	gc, err := GuestHandshake(conn)
 	if err != nil {
 		if !errors.Is(err, io.EOF) && ctx.Err() == nil {
 			s.log.Debug("agent: handshake", "err", err)
@@ -210,7 +210,7 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) error {
 	if pp, ok := conn.(*persistentPort); ok {
 		pp.joined.Store(true)
 	}
-	sess, err := yamux.Server(joinFrames(gc), yamuxConfig(false))
+	sess, err := yamux.Server(JoinFrames(gc), YamuxConfig(false))
 	if err != nil {
 		s.log.Warn("agent: start yamux", "err", err)
 		return err
@@ -252,76 +252,76 @@ type connState struct {
 }
 
 func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
-	var req request
-	if err := readFrame(st, &req); err != nil {
+	var req Request
+	if err := ReadFrame(st, &req); err != nil {
 		c.srv.log.Debug("agent: bad request", "err", err)
 		return
 	}
 	s := c.srv
-	answer := func(rep reply, err error) {
+	answer := func(rep Reply, err error) {
 		rep.ID = req.ID
-		rep.Err = toWire(err)
-		if err := writeFrame(st, rep); err != nil {
+		rep.Err = ToWire(err)
+		if err := WriteFrame(st, rep); err != nil {
 			s.log.Debug("agent: reply", "op", req.Op, "err", err)
 		}
 	}
 	switch req.Op {
-	case opPing:
+	case OpPing:
 		h := s.health()
-		answer(reply{Health: &h}, nil)
-	case opExec:
+		answer(Reply{Health: &h}, nil)
+	case OpExec:
 		c.exec(ctx, st, req)
-	case opAttach:
+	case OpAttach:
 		c.attach(st, req)
-	case opExecStream:
+	case OpExecStream:
 		if s.opts.noExecStream {
-			answer(reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
+			answer(Reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
 			return
 		}
 		c.execStream(st, req)
-	case opResize, opSignal:
-		answer(reply{}, c.control(req))
-	case opStat:
+	case OpResize, OpSignal:
+		answer(Reply{}, c.control(req))
+	case OpStat:
 		fi, err := s.stat(req.Path)
-		answer(reply{Info: &fi}, err)
-	case opReadDir:
+		answer(Reply{Info: &fi}, err)
+	case OpReadDir:
 		infos, err := s.readDir(req.Path)
 		// Big directories go out in batches so no frame nears MaxFrame.
 		for err == nil && len(infos) > readDirBatch {
-			if werr := writeFrame(st, reply{ID: req.ID, Infos: infos[:readDirBatch], More: true}); werr != nil {
+			if werr := WriteFrame(st, Reply{ID: req.ID, Infos: infos[:readDirBatch], More: true}); werr != nil {
 				return
 			}
 			infos = infos[readDirBatch:]
 		}
-		answer(reply{Infos: infos}, err)
-	case opMkdirAll:
-		answer(reply{}, s.mkdirAll(req.Path, req.Mode))
-	case opRemove:
-		answer(reply{}, s.remove(req.Path))
-	case opRead:
+		answer(Reply{Infos: infos}, err)
+	case OpMkdirAll:
+		answer(Reply{}, s.mkdirAll(req.Path, req.Mode))
+	case OpRemove:
+		answer(Reply{}, s.remove(req.Path))
+	case OpRead:
 		s.readFile(st, req)
-	case opTarOut:
+	case OpTarOut:
 		s.tarOut(st, req)
-	case opWrite:
+	case OpWrite:
 		s.writeFile(st, req)
-	case opTarIn:
+	case OpTarIn:
 		s.tarIn(st, req)
-	case opWatch:
+	case OpWatch:
 		s.watch(ctx, st, req)
-	case opClock:
-		answer(reply{}, s.setClock(time.Unix(0, req.Time)))
-	case opReseed:
-		answer(reply{}, reseed(req.Data))
-	case opShutdown:
+	case OpClock:
+		answer(Reply{}, s.setClock(time.Unix(0, req.Time)))
+	case OpReseed:
+		answer(Reply{}, reseed(req.Data))
+	case OpShutdown:
 		if s.opts.Shutdown == nil {
-			answer(reply{}, errors.New("shutdown is not supported here"))
+			answer(Reply{}, errors.New("shutdown is not supported here"))
 			return
 		}
 		// The hook schedules the power-off and returns, so its error still
 		// reaches the host.
-		answer(reply{}, s.opts.Shutdown(ctx))
+		answer(Reply{}, s.opts.Shutdown(ctx))
 	default:
-		answer(reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
+		answer(Reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
@@ -18,8 +17,8 @@ import (
 // relative to it, a file is one entry named by its base name. The walk opens
 // every entry relative to its parent's fd with O_NOFOLLOW, so nothing outside
 // the root can be read; symlinks are archived as links.
-func (s *server) tarOut(st *yamux.Stream, req request) {
-	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
+func (s *server) tarOut(st *yamux.Stream, req Request) {
+	fail := func(err error) { _ = WriteFrame(st, Reply{ID: req.ID, Err: ToWire(err)}) }
 	rel, err := Rel(req.Path)
 	if err != nil {
 		fail(err)
@@ -45,11 +44,11 @@ func (s *server) tarOut(st *yamux.Stream, req request) {
 		return
 	}
 	defer unix.Close(dfd)
-	if err := writeFrame(st, reply{ID: req.ID, Info: &fi}); err != nil {
+	if err := WriteFrame(st, Reply{ID: req.ID, Info: &fi}); err != nil {
 		return
 	}
 	hangup(st)
-	cw := chunkWriter{w: st}
+	cw := NewChunkWriter(st)
 	tw := tar.NewWriter(cw)
 	if fi.IsDir() {
 		err = tarDir(tw, dfd, "")
@@ -131,33 +130,12 @@ func tarEntry(tw *tar.Writer, dfd int, name, entry string) error {
 	return nil // devices, fifos, sockets: not artifacts
 }
 
-// TarName checks one tar entry name: relative, no "..", no NUL; it returns
-// the cleaned name.
-func TarName(name string) (string, error) {
-	if strings.IndexByte(name, 0) >= 0 {
-		return "", fmt.Errorf("tar entry %q contains a NUL byte: %w", name, fs.ErrInvalid)
-	}
-	if strings.HasPrefix(name, "/") {
-		return "", fmt.Errorf("tar entry %q is absolute: %w", name, ErrEscape)
-	}
-	for _, comp := range strings.Split(name, "/") {
-		if comp == ".." {
-			return "", fmt.Errorf("tar entry %q has a '..': %w", name, ErrEscape)
-		}
-	}
-	c := path.Clean(name)
-	if c == "." {
-		return ".", nil
-	}
-	return c, nil
-}
-
 // tarIn unpacks the uploaded archive into req.Path. Each entry's parent is
 // opened with openat2 beneath the root, so a symlink planted by an earlier
 // entry cannot carry a later one outside; the entry itself is created with
 // O_EXCL|O_NOFOLLOW after removing what was there.
-func (s *server) tarIn(st *yamux.Stream, req request) {
-	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
+func (s *server) tarIn(st *yamux.Stream, req Request) {
+	fail := func(err error) { _ = WriteFrame(st, Reply{ID: req.ID, Err: ToWire(err)}) }
 	dir, err := Rel(req.Path)
 	if err != nil {
 		fail(err)
@@ -169,10 +147,10 @@ func (s *server) tarIn(st *yamux.Stream, req request) {
 	} else {
 		unix.Close(fd)
 	}
-	if err := writeFrame(st, reply{ID: req.ID}); err != nil {
+	if err := WriteFrame(st, Reply{ID: req.ID}); err != nil {
 		return
 	}
-	err = s.untar(tar.NewReader(&chunkReader{r: st}), dir)
+	err = s.untar(tar.NewReader(NewChunkReader(st)), dir)
 	fail(err) // nil: success
 }
 
