@@ -1,5 +1,8 @@
 // Package agent is the host↔guest protocol of a box: the host's Client and the
-// guest's Server talk over one byte stream (the virtio-serial port sbx.agent).
+// guest's server (vm/guest/agentd) talk over one byte stream (the
+// virtio-serial port sbx.agent). Both ends speak the wire defined here: the
+// hello, the Request and Reply frames, the Op names, the data chunks and the
+// typed exec frames.
 //
 // Wire format. On every new connection the host sends hello = "SBXHELLO" +
 // 16-byte nonce; the guest answers with the same 24 bytes and both sides then

@@ -44,7 +44,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest/agentd"
 	"sbx.dev/sbx/vm/guest/pid1"
 )
 
@@ -164,7 +164,7 @@ func Serve(ctx context.Context, socket, workspace string, log *slog.Logger) erro
 	if err := os.Chmod(socket, 0o600); err != nil {
 		return fmt.Errorf("pod agent: %w", err)
 	}
-	opts := agent.ServerOptions{
+	opts := agentd.ServerOptions{
 		Root:   workspace,
 		Logger: log,
 		// A container shares the node's clock and may not set it; the
@@ -173,7 +173,7 @@ func Serve(ctx context.Context, socket, workspace string, log *slog.Logger) erro
 	}
 	if os.Getpid() == 1 {
 		// PID 1 of the container's PID namespace inherits every orphan.
-		opts.Reaper = agent.NewChildReaper(ctx, log)
+		opts.Reaper = agentd.NewChildReaper(ctx, log)
 	}
 	r := &router{ctx: ctx, log: log, opts: opts, clients: map[string]*latest{}}
 	context.AfterFunc(ctx, func() { ln.Close() })
@@ -208,7 +208,7 @@ const (
 type router struct {
 	ctx     context.Context
 	log     *slog.Logger
-	opts    agent.ServerOptions
+	opts    agentd.ServerOptions
 	mu      sync.Mutex
 	clients map[string]*latest
 }
@@ -235,7 +235,7 @@ func (r *router) route(c net.Conn, wg *sync.WaitGroup) {
 		ctx, cancel := context.WithCancel(r.ctx)
 		l = &latest{next: make(chan net.Conn), ctx: ctx, cancel: cancel}
 		r.clients[id] = l
-		wg.Go(func() { _ = agent.Serve(ctx, agent.PortOpenerFunc(l.open), r.opts) })
+		wg.Go(func() { _ = agentd.Serve(ctx, agentd.PortOpenerFunc(l.open), r.opts) })
 	}
 	l.used = time.Now()
 	r.mu.Unlock()

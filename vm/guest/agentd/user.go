@@ -1,4 +1,4 @@
-package agent
+package agentd
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // agentPath is the PATH a process run as the agent user starts with: no
@@ -36,17 +38,17 @@ const selfExe = "/proc/self/exe"
 // checkUser refuses any user but root ("") and AgentUser.
 func checkUser(user string) error {
 	switch user {
-	case "", AgentUser:
+	case "", agent.AgentUser:
 		return nil
 	}
-	return fmt.Errorf("exec: user %q: only %q (or \"\" for root) may be asked for: %w", user, AgentUser, errInvalid)
+	return fmt.Errorf("exec: user %q: only %q (or \"\" for root) may be asked for: %w", user, agent.AgentUser, errInvalid)
 }
 
 // userEnv is the base environment of a process run as user: for AgentUser
 // the agent's defaults with the user's identity (HOME, USER, LOGNAME) and a
 // PATH without sbin in place of root's; the request's Env still follows it.
 func userEnv(user string, base []string) []string {
-	if user != AgentUser {
+	if user != agent.AgentUser {
 		return append([]string{}, base...)
 	}
 	out := make([]string, 0, len(base)+4)
@@ -57,14 +59,14 @@ func userEnv(user string, base []string) []string {
 		}
 		out = append(out, kv)
 	}
-	return append(out, "HOME="+AgentHome, "USER="+AgentUser, "LOGNAME="+AgentUser, agentPath)
+	return append(out, "HOME="+agent.AgentHome, "USER="+agent.AgentUser, "LOGNAME="+agent.AgentUser, agentPath)
 }
 
 // asUser is the program to start for a process run as user: for AgentUser
 // the trampoline, with the target's path and argv after "--"; for root its
 // inputs.
 func asUser(user, path string, argv []string) (string, []string) {
-	if user != AgentUser {
+	if user != agent.AgentUser {
 		return path, argv
 	}
 	return selfExe, append(append(append([]string{}, dropCommandArgv...), path), argv...)
@@ -111,7 +113,7 @@ func NewDropCommand() *cobra.Command {
 // effective, saved), then a check that uid 0 cannot be regained. It needs
 // CGO_ENABLED=0 (syscall.AllThreadsSyscall).
 func DropPrivileges() error {
-	if err := syscall.Setgroups([]int{AgentGID}); err != nil {
+	if err := syscall.Setgroups([]int{agent.AgentGID}); err != nil {
 		return fmt.Errorf("drop: setgroups: %w", err)
 	}
 	for c := 0; c <= lastCap(); c++ {
@@ -125,12 +127,12 @@ func DropPrivileges() error {
 	if err := allThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return fmt.Errorf("drop: no_new_privs: %w", err)
 	}
-	if err := syscall.Setresgid(AgentGID, AgentGID, AgentGID); err != nil {
+	if err := syscall.Setresgid(agent.AgentGID, agent.AgentGID, agent.AgentGID); err != nil {
 		return fmt.Errorf("drop: setresgid: %w", err)
 	}
 	// Leaving uid 0 clears the permitted, effective and ambient sets (no
 	// SECBIT_KEEP_CAPS); the inheritable set is cleared below.
-	if err := syscall.Setresuid(AgentUID, AgentUID, AgentUID); err != nil {
+	if err := syscall.Setresuid(agent.AgentUID, agent.AgentUID, agent.AgentUID); err != nil {
 		return fmt.Errorf("drop: setresuid: %w", err)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
@@ -147,7 +149,7 @@ func DropPrivileges() error {
 func verifyDropped() error {
 	ruid, euid, suid := getresuid()
 	rgid, egid, sgid := getresgid()
-	if ruid != AgentUID || euid != AgentUID || suid != AgentUID || rgid != AgentGID || egid != AgentGID || sgid != AgentGID {
+	if ruid != agent.AgentUID || euid != agent.AgentUID || suid != agent.AgentUID || rgid != agent.AgentGID || egid != agent.AgentGID || sgid != agent.AgentGID {
 		return fmt.Errorf("drop: still uid %d/%d/%d gid %d/%d/%d", ruid, euid, suid, rgid, egid, sgid)
 	}
 	if err := unix.Setresuid(0, 0, 0); err == nil {
@@ -219,11 +221,11 @@ func allThreadsErr(errno syscall.Errno) error {
 // on the child's fds 3, 4 and 5 (exec.Cmd.ExtraFiles) and its own 0-2 on
 // /dev/null. PATH must be absolute.
 func AsAgent(path string, argv []string) (string, []string) {
-	return asUser(AgentUser, path, argv)
+	return asUser(agent.AgentUser, path, argv)
 }
 
 // AgentEnv is base with the agent user's identity (HOME, USER, LOGNAME) and
 // PATH in place of root's.
 func AgentEnv(base []string) []string {
-	return userEnv(AgentUser, base)
+	return userEnv(agent.AgentUser, base)
 }

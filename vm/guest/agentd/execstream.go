@@ -1,4 +1,4 @@
-package agent
+package agentd
 
 import (
 	"encoding/json"
@@ -9,13 +9,15 @@ import (
 	"sync"
 
 	"github.com/hashicorp/yamux"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // execStream runs one process with all its traffic on st.
-func (c *connState) execStream(st *yamux.Stream, req Request) {
+func (c *connState) execStream(st *yamux.Stream, req agent.Request) {
 	s := c.srv
 	fail := func(err error) {
-		_ = WriteFrame(st, Reply{ID: req.ID, Err: ToWire(err)})
+		_ = agent.WriteFrame(st, agent.Reply{ID: req.ID, Err: agent.ToWire(err)})
 	}
 	if req.Exec == nil || len(req.Exec.Argv) == 0 {
 		fail(fmt.Errorf("exec: empty argv: %w", errInvalid))
@@ -52,7 +54,7 @@ func (c *connState) execStream(st *yamux.Stream, req Request) {
 	}
 	defer gone()
 	// As with the four-stream exec, a failed write does not end the process.
-	if err := WriteFrame(st, Reply{ID: req.ID, PID: p.pid}); err != nil {
+	if err := agent.WriteFrame(st, agent.Reply{ID: req.ID, PID: p.pid}); err != nil {
 		s.log.Debug("agent: exec reply", "pid", p.pid, "err", err)
 	}
 	p.runStream(st, s.log, gone)
@@ -60,7 +62,7 @@ func (c *connState) execStream(st *yamux.Stream, req Request) {
 
 // control applies a resize or signal sent on its own stream to a process
 // started by execStream on this connection.
-func (c *connState) control(req Request) error {
+func (c *connState) control(req agent.Request) error {
 	c.mu.Lock()
 	p := c.procs[req.Exe]
 	c.mu.Unlock()
@@ -91,25 +93,25 @@ func (p *process) runStream(st *yamux.Stream, log *slog.Logger, exited func()) {
 		outs.Add(1)
 		go func() {
 			defer outs.Done()
-			pm.copy(FrameHead, func(b []byte) error { return send(PutFrameHead(b, kind)) })
+			pm.copy(agent.FrameHead, func(b []byte) error { return send(agent.PutFrameHead(b, kind)) })
 			// The exit frame ends every output; an EOF frame is only worth
 			// its write while the process runs on.
 			if !p.gone.Load() {
-				var b [FrameHead]byte
-				_ = send(PutFrameHead(b[:], eof))
+				var b [agent.FrameHead]byte
+				_ = send(agent.PutFrameHead(b[:], eof))
 			}
 		}()
 	}
 	if p.tty != nil {
-		out(p.tty, FrameStdout, FrameStdoutEOF)
+		out(p.tty, agent.FrameStdout, agent.FrameStdoutEOF)
 	} else {
-		out(p.stdout, FrameStdout, FrameStdoutEOF)
-		out(p.stderr, FrameStderr, FrameStderrEOF)
+		out(p.stdout, agent.FrameStdout, agent.FrameStdoutEOF)
+		out(p.stderr, agent.FrameStderr, agent.FrameStderrEOF)
 	}
 	exit := p.finish(pumps, &outs)
 	exited()
 	b, _ := json.Marshal(exit)
-	if err := send(PutFrameHead(append(make([]byte, FrameHead, FrameHead+len(b)), b...), FrameExit)); err != nil {
+	if err := send(agent.PutFrameHead(append(make([]byte, agent.FrameHead, agent.FrameHead+len(b)), b...), agent.FrameExit)); err != nil {
 		log.Debug("agent: send exit", "pid", p.pid, "err", err)
 	}
 }
@@ -135,20 +137,20 @@ func (p *process) feedStdin(st io.Reader) {
 		}
 	}
 	defer end()
-	fr := NewFrameReader(st)
+	fr := agent.NewFrameReader(st)
 	for {
 		kind, b, err := fr.Next()
 		if err != nil {
 			return
 		}
 		switch kind {
-		case FrameStdin:
+		case agent.FrameStdin:
 			if open {
 				if _, err := w.Write(b); err != nil && p.tty == nil {
 					end() // the process closed its input: drop the rest
 				}
 			}
-		case FrameStdinEOF:
+		case agent.FrameStdinEOF:
 			end()
 		}
 	}
