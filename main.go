@@ -1,6 +1,6 @@
 // Command sbx is the gateway that runs coding agents in throwaway microVMs and
 // fronts them over SSH, a web UI and MCP. Built with the tag "guest" it is
-// the guest binary instead: PID 1 inside every box (see vm/guest), the hooks,
+// the guest binary instead: PID 1 inside every box (see vm/guest/pid1), the hooks,
 // the guest side of a run, the egress forwarder and the Kubernetes pod agent,
 // without the gateway (a third of the size, and every box boot and every
 // hook call pays for what the binary holds).
@@ -13,18 +13,18 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/vm/fwd"
-	"sbx.dev/sbx/vm/guest"
-	"sbx.dev/sbx/vm/kube/podagent"
+	"sbx.dev/sbx/vm/guest/boxcmd"
+	"sbx.dev/sbx/vm/guest/pid1"
+	"sbx.dev/sbx/vm/guest/podagent"
 )
 
 func main() {
 	// Inside a box the kernel starts this binary as /init: it serves the
 	// host's agent protocol and never returns to the CLI below.
-	if guest.IsInit() {
-		os.Exit(guest.Main())
+	if pid1.IsInit() {
+		os.Exit(pid1.Main())
 	}
 	execute(newRoot())
 }

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm"
+	"sbx.dev/sbx/vm/guest/boxcmd"
 )
 
 // The core, the hooks and the guest helpers agree on the control files.

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest/boxcmd"
 )
 
 // runs starts the agent's turns in the boxes and follows them: each turn's

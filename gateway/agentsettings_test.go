@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"sbx.dev/sbx/fleet"
-	"sbx.dev/sbx/fleet/boxcmd"
 	"sbx.dev/sbx/gateway/boxnet/anthropictest"
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/hooks"
+	"sbx.dev/sbx/vm/guest/boxcmd"
 )
 
 // The agent owns its HOME and its repos, so it can write Claude Code's user

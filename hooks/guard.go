@@ -34,7 +34,7 @@ type Guard struct {
 // DefaultHome is the agent's home when HOME is not set: it runs as root.
 const DefaultHome = "/root"
 
-// hookBinary is where the guest installs sbx (vm/guest.InstalledPath);
+// hookBinary is where the guest installs sbx (pid1.InstalledPath in vm/guest/pid1);
 // overwriting it, or shadowing it earlier in PATH, would disable every hook.
 const hookBinary = "/usr/local/bin/sbx"
 

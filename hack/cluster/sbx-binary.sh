@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build the static sbx for the test cluster's box image into $1: the repo's
-# own binary once main.go wires `sbx pod-agent` (vm/kube/podagent), until
+# own binary once main.go wires `sbx pod-agent` (vm/guest/podagent), until
 # then the stand-in hack/cluster/sbxpod that has only that command.
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)

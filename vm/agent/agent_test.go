@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sbx.dev/sbx/internal/testutil"
+	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest/agentd"
 )
 
 // socketPair is a connected pair of stream sockets, the closest local stand-in
@@ -42,7 +44,7 @@ type testGuest struct {
 	conns chan io.ReadWriteCloser
 }
 
-func startGuest(t testing.TB, opts ServerOptions) *testGuest {
+func startGuest(t testing.TB, opts agentd.ServerOptions) *testGuest {
 	t.Helper()
 	g := &testGuest{root: t.TempDir(), conns: make(chan io.ReadWriteCloser, 4)}
 	if opts.Root == "" {
@@ -57,7 +59,7 @@ func startGuest(t testing.TB, opts ServerOptions) *testGuest {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = Serve(ctx, PortOpenerFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		_ = agentd.Serve(ctx, agentd.PortOpenerFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
 			select {
 			case c := <-g.conns:
 				return c, nil
@@ -71,13 +73,13 @@ func startGuest(t testing.TB, opts ServerOptions) *testGuest {
 }
 
 // connect opens a new host connection to the guest.
-func (g *testGuest) connect(t testing.TB) *Client {
+func (g *testGuest) connect(t testing.TB) *agent.Client {
 	t.Helper()
 	host, guest := socketPair(t)
 	g.conns <- guest
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, host)
+	c, err := agent.Connect(ctx, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +87,8 @@ func (g *testGuest) connect(t testing.TB) *Client {
 	return c
 }
 
-func newClient(t testing.TB) (*Client, string) {
-	g := startGuest(t, ServerOptions{})
+func newClient(t testing.TB) (*agent.Client, string) {
+	g := startGuest(t, agentd.ServerOptions{})
 	return g.connect(t), g.root
 }
 
@@ -97,7 +99,7 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // run executes argv and returns stdout, stderr and the exit status.
-func run(t testing.TB, c *Client, req ExecRequest, stdin string) (string, string, ExitStatus) {
+func run(t testing.TB, c *agent.Client, req agent.ExecRequest, stdin string) (string, string, agent.ExitStatus) {
 	t.Helper()
 	p, err := c.Exec(ctxT(t), req)
 	if err != nil {
@@ -126,7 +128,7 @@ func TestPing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Kernel == "" || h.Uptime <= 0 || h.Root != root || h.Version != ProtocolVersion || h.MemTotal == 0 || h.MemFree == 0 || h.Procs == 0 {
+	if h.Kernel == "" || h.Uptime <= 0 || h.Root != root || h.Version != agent.ProtocolVersion || h.MemTotal == 0 || h.MemFree == 0 || h.Procs == 0 {
 		t.Fatalf("health = %+v", h)
 	}
 }
@@ -141,12 +143,12 @@ func TestExecExitCodes(t *testing.T) {
 		{[]string{"false"}, 1},
 		{[]string{"sh", "-c", "exit 42"}, 42},
 	} {
-		_, _, st := run(t, c, ExecRequest{Argv: tc.argv}, "")
+		_, _, st := run(t, c, agent.ExecRequest{Argv: tc.argv}, "")
 		if st.Code != tc.code || st.Signal != "" {
 			t.Errorf("%q: status %+v, want code %d", tc.argv, st, tc.code)
 		}
 	}
-	_, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"no-such-command-sbx"}})
+	_, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"no-such-command-sbx"}})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing command: err = %v, want not-exist", err)
 	}
@@ -157,7 +159,7 @@ func TestExecOutputEnvDir(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(root, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, st := run(t, c, ExecRequest{
+	out, errOut, st := run(t, c, agent.ExecRequest{
 		Argv: []string{"sh", "-c", `echo "out $FOO $HOME"; echo err >&2; pwd`},
 		Env:  []string{"FOO=bar"},
 		Dir:  "sub",
@@ -166,15 +168,15 @@ func TestExecOutputEnvDir(t *testing.T) {
 	if out != want || errOut != "err\n" || st.Code != 0 {
 		t.Fatalf("stdout %q stderr %q status %+v; want stdout %q", out, errOut, st, want)
 	}
-	_, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"true"}, Dir: "../"})
-	if !errors.Is(err, ErrEscape) {
-		t.Fatalf("exec in ../: err = %v, want ErrEscape", err)
+	_, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"true"}, Dir: "../"})
+	if !errors.Is(err, agent.ErrEscape) {
+		t.Fatalf("exec in ../: err = %v, want agent.ErrEscape", err)
 	}
 }
 
 func TestExecStdinEOF(t *testing.T) {
 	c, _ := newClient(t)
-	out, _, st := run(t, c, ExecRequest{Argv: []string{"cat"}}, "hello through stdin")
+	out, _, st := run(t, c, agent.ExecRequest{Argv: []string{"cat"}}, "hello through stdin")
 	if out != "hello through stdin" || st.Code != 0 {
 		t.Fatalf("cat: %q %+v", out, st)
 	}
@@ -183,7 +185,7 @@ func TestExecStdinEOF(t *testing.T) {
 func TestExecSignal(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sleep", "100"}})
+	p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sleep", "100"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +210,7 @@ func TestExecSignal(t *testing.T) {
 func TestExecPTYSizeAndResize(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	p, err := c.Exec(ctx, ExecRequest{
+	p, err := c.Exec(ctx, agent.ExecRequest{
 		Argv: []string{"sh", "-c", "stty size; read x; stty size; [ -t 0 ] && echo tty; echo $TERM"},
 		TTY:  true, Rows: 30, Cols: 100,
 	})
@@ -241,7 +243,7 @@ func TestExecPTYSizeAndResize(t *testing.T) {
 
 func TestExecPTYStdinEOF(t *testing.T) {
 	c, _ := newClient(t)
-	p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"cat"}, TTY: true})
+	p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"cat"}, TTY: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +259,7 @@ func TestExecPTYStdinEOF(t *testing.T) {
 // A background child that keeps stdout open must not keep Wait from returning.
 func TestExecBackgroundChildDoesNotHangWait(t *testing.T) {
 	c, _ := newClient(t)
-	out, _, st := run(t, c, ExecRequest{Argv: []string{"sh", "-c", "sleep 30 & echo started"}}, "")
+	out, _, st := run(t, c, agent.ExecRequest{Argv: []string{"sh", "-c", "sleep 30 & echo started"}}, "")
 	if out != "started\n" || st.Code != 0 {
 		t.Fatalf("%q %+v", out, st)
 	}
@@ -266,7 +268,7 @@ func TestExecBackgroundChildDoesNotHangWait(t *testing.T) {
 // Output is never dropped when the host reads slowly (back-pressure).
 func TestExecLargeOutputBackPressure(t *testing.T) {
 	c, _ := newClient(t)
-	p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"head", "-c", "8000000", "/dev/zero"}})
+	p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"head", "-c", "8000000", "/dev/zero"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +406,7 @@ type errReader struct{}
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
 
 func TestWatch(t *testing.T) {
-	g := startGuest(t, ServerOptions{WatchInterval: 10 * time.Millisecond})
+	g := startGuest(t, agentd.ServerOptions{WatchInterval: 10 * time.Millisecond})
 	c := g.connect(t)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	ch, err := c.Watch(ctx, "question.txt")
@@ -412,7 +414,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := filepath.Join(g.root, "question.txt")
-	next := func(want WatchKind) {
+	next := func(want agent.WatchKind) {
 		t.Helper()
 		select {
 		case ev := <-ch:
@@ -424,11 +426,11 @@ func TestWatch(t *testing.T) {
 		}
 	}
 	os.WriteFile(p, []byte("q?"), 0o644)
-	next(Created)
+	next(agent.Created)
 	os.WriteFile(p, []byte("longer q?"), 0o644)
-	next(Changed)
+	next(agent.Changed)
 	os.Remove(p)
-	next(Removed)
+	next(agent.Removed)
 	cancel()
 	for range ch {
 	}
@@ -455,8 +457,8 @@ func TestEscapesRefused(t *testing.T) {
 	for _, p := range paths {
 		check := func(op string, err error) {
 			t.Helper()
-			if !errors.Is(err, ErrEscape) {
-				t.Errorf("%s %q: err = %v, want ErrEscape", op, p, err)
+			if !errors.Is(err, agent.ErrEscape) {
+				t.Errorf("%s %q: err = %v, want agent.ErrEscape", op, p, err)
 			}
 		}
 		_, err := c.Stat(ctx, p)
@@ -471,12 +473,12 @@ func TestEscapesRefused(t *testing.T) {
 		check("tarout", err)
 		_, err = c.Watch(ctx, p)
 		check("watch", err)
-		_, err = c.Exec(ctx, ExecRequest{Argv: []string{"true"}, Dir: p})
+		_, err = c.Exec(ctx, agent.ExecRequest{Argv: []string{"true"}, Dir: p})
 		check("exec dir", err)
 	}
 	for _, p := range []string{"out/secret", "../x", "up/x"} {
-		if err := c.Remove(ctx, p); !errors.Is(err, ErrEscape) {
-			t.Errorf("remove %q: %v, want ErrEscape", p, err)
+		if err := c.Remove(ctx, p); !errors.Is(err, agent.ErrEscape) {
+			t.Errorf("remove %q: %v, want agent.ErrEscape", p, err)
 		}
 	}
 	if _, err := os.Stat(secret); err != nil {

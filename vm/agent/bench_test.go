@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // BenchmarkExecTrue is the exec round trip of `true` over a local socket
@@ -20,11 +22,11 @@ func BenchmarkExecTrue(b *testing.B) {
 	}{{"stream", false}, {"fourstreams", true}} {
 		b.Run(v.name, func(b *testing.B) {
 			c, _ := newClient(b)
-			c.oldExec.Store(v.old)
+			c.SetOldExec(v.old)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				p, err := c.Exec(ctx, ExecRequest{Argv: []string{"true"}})
+				p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"true"}})
 				if err != nil {
 					b.Fatal(err)
 				}

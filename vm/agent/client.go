@@ -32,7 +32,7 @@ func Connect(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	sess, err := yamux.Client(joinFrames(hc), yamuxConfig(true))
+	sess, err := yamux.Client(JoinFrames(hc), YamuxConfig(true))
 	if err != nil {
 		hc.Close()
 		return nil, fmt.Errorf("agent: start yamux: %w", err)
@@ -40,7 +40,7 @@ func Connect(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) {
 	return &Client{sess: sess}, nil
 }
 
-func yamuxConfig(keepAlive bool) *yamux.Config {
+func YamuxConfig(keepAlive bool) *yamux.Config {
 	cfg := yamux.DefaultConfig()
 	cfg.EnableKeepAlive = keepAlive
 	cfg.MaxStreamWindowSize = 1 << 20
@@ -57,7 +57,7 @@ func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
 
 // call opens a stream, sends req and reads the reply header. The stream is
 // returned open for calls that stream data; it is closed when ctx ends.
-func (c *Client) call(ctx context.Context, req request) (*yamux.Stream, reply, func() bool, error) {
+func (c *Client) call(ctx context.Context, req Request) (*yamux.Stream, Reply, func() bool, error) {
 	if req.ID == 0 {
 		req.ID = c.nextID.Add(1)
 	}
@@ -66,22 +66,22 @@ func (c *Client) call(ctx context.Context, req request) (*yamux.Stream, reply, f
 		if c.sess.IsClosed() {
 			err = ErrClosed
 		}
-		return nil, reply{}, nil, fmt.Errorf("agent %s: open stream: %w", req.Op, err)
+		return nil, Reply{}, nil, fmt.Errorf("agent %s: open stream: %w", req.Op, err)
 	}
 	stop := context.AfterFunc(ctx, func() { st.Close() })
-	fail := func(err error) (*yamux.Stream, reply, func() bool, error) {
+	fail := func(err error) (*yamux.Stream, Reply, func() bool, error) {
 		stop()
 		st.Close()
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return nil, reply{}, nil, fmt.Errorf("agent %s %q: %w", req.Op, req.Path, err)
+		return nil, Reply{}, nil, fmt.Errorf("agent %s %q: %w", req.Op, req.Path, err)
 	}
-	if err := writeFrame(st, req); err != nil {
+	if err := WriteFrame(st, req); err != nil {
 		return fail(err)
 	}
-	var rep reply
-	if err := readFrame(st, &rep); err != nil {
+	var rep Reply
+	if err := ReadFrame(st, &rep); err != nil {
 		return fail(err)
 	}
 	if rep.ID != req.ID {
@@ -90,16 +90,16 @@ func (c *Client) call(ctx context.Context, req request) (*yamux.Stream, reply, f
 	if rep.Err != nil {
 		stop()
 		st.Close()
-		return nil, reply{}, nil, rep.Err.err(req.Op, req.Path)
+		return nil, Reply{}, nil, rep.Err.err(req.Op, req.Path)
 	}
 	return st, rep, stop, nil
 }
 
 // simple runs a call that has no stream after its reply.
-func (c *Client) simple(ctx context.Context, req request) (reply, error) {
+func (c *Client) simple(ctx context.Context, req Request) (Reply, error) {
 	st, rep, stop, err := c.call(ctx, req)
 	if err != nil {
-		return reply{}, err
+		return Reply{}, err
 	}
 	stop()
 	st.Close()
@@ -109,7 +109,7 @@ func (c *Client) simple(ctx context.Context, req request) (reply, error) {
 // Ping asks the guest for its health; the first answer after boot is the
 // "first agent reply".
 func (c *Client) Ping(ctx context.Context) (Health, error) {
-	rep, err := c.simple(ctx, request{Op: opPing})
+	rep, err := c.simple(ctx, Request{Op: OpPing})
 	if err != nil {
 		return Health{}, err
 	}
@@ -125,7 +125,7 @@ const maxDirEntries = 1 << 20
 // Stat describes path (relative to /workspace); symlinks are followed inside
 // /workspace only.
 func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
-	rep, err := c.simple(ctx, request{Op: opStat, Path: path})
+	rep, err := c.simple(ctx, Request{Op: OpStat, Path: path})
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -137,7 +137,7 @@ func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
 
 // ReadDir lists a directory, sorted by name; symlinks are reported, not followed.
 func (c *Client) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
-	req := request{ID: c.nextID.Add(1), Op: opReadDir, Path: path}
+	req := Request{ID: c.nextID.Add(1), Op: OpReadDir, Path: path}
 	st, rep, stop, err := c.call(ctx, req)
 	if err != nil {
 		return nil, err
@@ -146,8 +146,8 @@ func (c *Client) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
 	defer st.Close()
 	infos := rep.Infos
 	for rep.More {
-		rep = reply{}
-		if err := readFrame(st, &rep); err != nil {
+		rep = Reply{}
+		if err := ReadFrame(st, &rep); err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
@@ -157,7 +157,7 @@ func (c *Client) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
 			return nil, fmt.Errorf("agent readdir %q: reply id %d does not match request id %d", path, rep.ID, req.ID)
 		}
 		if rep.Err != nil {
-			return nil, rep.Err.err(opReadDir, path)
+			return nil, rep.Err.err(OpReadDir, path)
 		}
 		infos = append(infos, rep.Infos...)
 		if len(infos) > maxDirEntries { // the guest is not trusted to stop
@@ -169,34 +169,34 @@ func (c *Client) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
 
 // MkdirAll creates path and its missing parents.
 func (c *Client) MkdirAll(ctx context.Context, path string, mode fs.FileMode) error {
-	_, err := c.simple(ctx, request{Op: opMkdirAll, Path: path, Mode: uint32(mode.Perm())})
+	_, err := c.simple(ctx, Request{Op: OpMkdirAll, Path: path, Mode: uint32(mode.Perm())})
 	return err
 }
 
 // Remove deletes path; a directory is removed with everything in it. Symlinks
 // are removed, never followed.
 func (c *Client) Remove(ctx context.Context, path string) error {
-	_, err := c.simple(ctx, request{Op: opRemove, Path: path})
+	_, err := c.simple(ctx, Request{Op: OpRemove, Path: path})
 	return err
 }
 
 // SetClock sets the guest's wall clock (after boot and after every wake).
 func (c *Client) SetClock(ctx context.Context, t time.Time) error {
-	_, err := c.simple(ctx, request{Op: opClock, Time: t.UnixNano()})
+	_, err := c.simple(ctx, Request{Op: OpClock, Time: t.UnixNano()})
 	return err
 }
 
 // Reseed mixes seed into the guest's entropy pool (a restored snapshot has a
 // cloned RNG state).
 func (c *Client) Reseed(ctx context.Context, seed []byte) error {
-	_, err := c.simple(ctx, request{Op: opReseed, Data: seed})
+	_, err := c.simple(ctx, Request{Op: OpReseed, Data: seed})
 	return err
 }
 
 // Shutdown asks the guest to sync its disks and power off. The connection
 // usually ends before or right after the reply.
 func (c *Client) Shutdown(ctx context.Context) error {
-	_, err := c.simple(ctx, request{Op: opShutdown})
+	_, err := c.simple(ctx, Request{Op: OpShutdown})
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrClosed) ||
 		errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, net.ErrClosed)) {
 		return nil // the guest went down before the reply got out
@@ -207,22 +207,22 @@ func (c *Client) Shutdown(ctx context.Context) error {
 // ReadFile streams the file at path. The reader fails with
 // io.ErrUnexpectedEOF if the guest stops half-way.
 func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
-	return c.download(ctx, request{Op: opRead, Path: path})
+	return c.download(ctx, Request{Op: OpRead, Path: path})
 }
 
 // TarOut streams path as a tar archive: a directory's entries are named
 // relative to it, a file is one entry named by its base name. Symlinks are
 // archived as links, never followed.
 func (c *Client) TarOut(ctx context.Context, path string) (io.ReadCloser, error) {
-	return c.download(ctx, request{Op: opTarOut, Path: path})
+	return c.download(ctx, Request{Op: OpTarOut, Path: path})
 }
 
-func (c *Client) download(ctx context.Context, req request) (io.ReadCloser, error) {
+func (c *Client) download(ctx context.Context, req Request) (io.ReadCloser, error) {
 	st, _, stop, err := c.call(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return &downloadReader{r: &chunkReader{r: st}, st: st, stop: stop}, nil
+	return &downloadReader{r: NewChunkReader(st), st: st, stop: stop}, nil
 }
 
 type downloadReader struct {
@@ -246,19 +246,19 @@ func (d *downloadReader) Close() error {
 // a temporary file, syncs it and renames it over path. If r fails the file is
 // left as it was.
 func (c *Client) WriteFile(ctx context.Context, path string, mode fs.FileMode, r io.Reader) error {
-	return c.upload(ctx, request{Op: opWrite, Path: path, Mode: uint32(mode.Perm())}, r)
+	return c.upload(ctx, Request{Op: OpWrite, Path: path, Mode: uint32(mode.Perm())}, r)
 }
 
 // TarIn unpacks the tar archive r into dir. Entries that would land outside
 // /workspace (.., absolute names, through symlinks) fail the call.
 func (c *Client) TarIn(ctx context.Context, dir string, r io.Reader) error {
-	return c.upload(ctx, request{Op: opTarIn, Path: dir}, r)
+	return c.upload(ctx, Request{Op: OpTarIn, Path: dir}, r)
 }
 
 // upload sends req, then r as chunks, then waits for the final reply. The
 // first reply says the guest accepted the call; the final one may come early
 // when the guest gives up (then the rest of r is not sent).
-func (c *Client) upload(ctx context.Context, req request, r io.Reader) error {
+func (c *Client) upload(ctx context.Context, req Request, r io.Reader) error {
 	req.ID = c.nextID.Add(1)
 	st, _, stop, err := c.call(ctx, req)
 	if err != nil {
@@ -268,8 +268,8 @@ func (c *Client) upload(ctx context.Context, req request, r io.Reader) error {
 	defer st.Close()
 	result := make(chan error, 1)
 	go func() {
-		var rep reply
-		err := readFrame(st, &rep)
+		var rep Reply
+		err := ReadFrame(st, &rep)
 		switch {
 		case err != nil:
 			err = fmt.Errorf("agent %s %q: read result: %w", req.Op, req.Path, err)
@@ -283,7 +283,7 @@ func (c *Client) upload(ctx context.Context, req request, r io.Reader) error {
 		}
 		result <- err
 	}()
-	cw := chunkWriter{w: st}
+	cw := NewChunkWriter(st)
 	_, err = cw.ReadFrom(r)
 	if err == nil {
 		err = cw.Close()
@@ -313,7 +313,7 @@ func (c *Client) upload(ctx context.Context, req request, r io.Reader) error {
 // Watch reports changes of path (created, changed, removed) until ctx ends;
 // the channel is closed then, or when the connection breaks.
 func (c *Client) Watch(ctx context.Context, path string) (<-chan WatchEvent, error) {
-	st, _, stop, err := c.call(ctx, request{Op: opWatch, Path: path})
+	st, _, stop, err := c.call(ctx, Request{Op: OpWatch, Path: path})
 	if err != nil {
 		return nil, err
 	}
@@ -323,8 +323,8 @@ func (c *Client) Watch(ctx context.Context, path string) (<-chan WatchEvent, err
 		defer stop()
 		defer st.Close()
 		for {
-			var rep reply
-			if err := readFrame(st, &rep); err != nil || rep.Event == nil {
+			var rep Reply
+			if err := ReadFrame(st, &rep); err != nil || rep.Event == nil {
 				return
 			}
 			select {
@@ -387,7 +387,7 @@ func (c *Client) execFourStreams(ctx context.Context, req ExecRequest) (*Process
 		if err != nil {
 			return nil, fmt.Errorf("agent exec %q: open stream: %w", req.Argv[0], err)
 		}
-		if err := writeFrame(st, request{ID: c.nextID.Add(1), Op: opAttach, Exe: id, FD: fd}); err != nil {
+		if err := WriteFrame(st, Request{ID: c.nextID.Add(1), Op: OpAttach, Exe: id, FD: fd}); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("agent exec %q: attach fd %d: %w", req.Argv[0], fd, err)
 		}
@@ -407,7 +407,7 @@ func (c *Client) execFourStreams(ctx context.Context, req ExecRequest) (*Process
 	stop := context.AfterFunc(ctx, closeAll)
 	defer stop()
 	r := req
-	if err := writeFrame(p.ctl, request{ID: id, Op: opExec, Exec: &r}); err != nil {
+	if err := WriteFrame(p.ctl, Request{ID: id, Op: OpExec, Exec: &r}); err != nil {
 		closeAll()
 		return nil, fmt.Errorf("agent exec %q: %w", req.Argv[0], err)
 	}
@@ -417,8 +417,8 @@ func (c *Client) execFourStreams(ctx context.Context, req ExecRequest) (*Process
 			return nil, err
 		}
 	}
-	var rep reply
-	if err := readFrame(p.ctl, &rep); err != nil {
+	var rep Reply
+	if err := ReadFrame(p.ctl, &rep); err != nil {
 		closeAll()
 		if ctx.Err() != nil {
 			err = ctx.Err()
@@ -431,7 +431,7 @@ func (c *Client) execFourStreams(ctx context.Context, req ExecRequest) (*Process
 	}
 	if rep.Err != nil {
 		closeAll()
-		return nil, rep.Err.err(opExec, req.Argv[0])
+		return nil, rep.Err.err(OpExec, req.Argv[0])
 	}
 	p.pid = rep.PID
 	go p.waitLoop()
@@ -441,8 +441,8 @@ func (c *Client) execFourStreams(ctx context.Context, req ExecRequest) (*Process
 func (p *Process) waitLoop() {
 	defer close(p.done)
 	for {
-		var rep reply
-		if err := readFrame(p.ctl, &rep); err != nil {
+		var rep Reply
+		if err := ReadFrame(p.ctl, &rep); err != nil {
 			p.waitErr = fmt.Errorf("agent exec pid %d: connection lost before exit: %w", p.pid, err)
 			return
 		}
@@ -492,17 +492,17 @@ func (p *Process) Stderr() io.Reader {
 
 // Resize changes the terminal size of a TTY process.
 func (p *Process) Resize(ctx context.Context, rows, cols uint16) error {
-	return p.control(ctx, request{Op: opResize, Rows: rows, Cols: cols})
+	return p.control(ctx, Request{Op: OpResize, Rows: rows, Cols: cols})
 }
 
 // Signal sends sig to the process's group.
 func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
-	return p.control(ctx, request{Op: opSignal, Signal: int(sig)})
+	return p.control(ctx, Request{Op: OpSignal, Signal: int(sig)})
 }
 
 // control sends a resize or signal frame and waits until the guest has
 // applied it.
-func (p *Process) control(ctx context.Context, req request) error {
+func (p *Process) control(ctx context.Context, req Request) error {
 	select {
 	case <-p.done:
 		return fmt.Errorf("agent %s pid %d: process has exited", req.Op, p.pid)
@@ -526,7 +526,7 @@ func (p *Process) control(ctx context.Context, req request) error {
 	ack := make(chan *wireError, 1)
 	p.ctlMu.Lock()
 	p.acks[req.ID] = ack
-	err := writeFrame(p.ctl, req)
+	err := WriteFrame(p.ctl, req)
 	p.ctlMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("agent %s pid %d: %w", req.Op, p.pid, err)
@@ -544,7 +544,7 @@ func (p *Process) control(ctx context.Context, req request) error {
 			return werr.err(req.Op, fmt.Sprint("pid ", p.pid))
 		default:
 		}
-		if req.Op == opSignal && p.waitErr == nil && p.exit.Signal == unix.SignalName(syscall.Signal(req.Signal)) {
+		if req.Op == OpSignal && p.waitErr == nil && p.exit.Signal == unix.SignalName(syscall.Signal(req.Signal)) {
 			return nil
 		}
 		return fmt.Errorf("agent %s pid %d: process has exited", req.Op, p.pid)

@@ -1,17 +1,18 @@
-package agent
+package agent_test
 
 import (
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"sbx.dev/sbx/vm/agent"
 )
 
 // Detach frees a reader blocked on a quiet process's output and leaves the
 // process running.
 func TestDetachLeavesProcessRunning(t *testing.T) {
 	c, _ := newClient(t)
-	p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"sleep", "100"}})
+	p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"sleep", "100"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -20,19 +18,20 @@ import (
 // or an error), both sides exchange typed frames on the same yamux stream: a
 // kind byte, a 4-byte big-endian payload length, the payload.
 const (
-	frameStdin     byte = 'i' // host → guest: input bytes
-	frameStdinEOF  byte = 'I' // host → guest: end of input (^D with a tty)
-	frameStdout    byte = 'o' // guest → host: output bytes (a tty's output)
-	frameStdoutEOF byte = 'O'
-	frameStderr    byte = 'e'
-	frameStderrEOF byte = 'E'
-	frameExit      byte = 'x' // guest → host: JSON ExitStatus; the last frame, it ends both outputs
+	FrameStdin     byte = 'i' // host → guest: input bytes
+	FrameStdinEOF  byte = 'I' // host → guest: end of input (^D with a tty)
+	FrameStdout    byte = 'o' // guest → host: output bytes (a tty's output)
+	FrameStdoutEOF byte = 'O'
+	FrameStderr    byte = 'e'
+	FrameStderrEOF byte = 'E'
+	FrameExit      byte = 'x' // guest → host: JSON ExitStatus; the last frame, it ends both outputs
 )
 
 const (
-	frameHead = 5 // kind + length
-	// maxExecData bounds one frame's payload; larger frames are refused unread.
-	maxExecData = pumpBuf
+	FrameHead = 5 // kind + length
+	// MaxExecData bounds one frame's payload; larger frames are refused unread.
+	// The guest's output pumps read at most this much at a time.
+	MaxExecData = 32 << 10
 	// outLimit bounds the output the host buffers per stream for a reader
 	// that does not keep up; past it the host stops reading the exec stream,
 	// so yamux's window holds the guest back and the process blocks on its
@@ -45,25 +44,28 @@ const (
 // errOldAgent says the guest predates opExecStream.
 var errOldAgent = errors.New("agent does not know the one-stream exec")
 
-// putFrameHead fills the first frameHead bytes of b for a payload that
+// PutFrameHead fills the first frameHead bytes of b for a payload that
 // follows them.
-func putFrameHead(b []byte, kind byte) []byte {
+func PutFrameHead(b []byte, kind byte) []byte {
 	b[0] = kind
-	binary.BigEndian.PutUint32(b[1:frameHead], uint32(len(b)-frameHead))
+	binary.BigEndian.PutUint32(b[1:FrameHead], uint32(len(b)-FrameHead))
 	return b
 }
 
-// frameReader decodes typed frames, holding at most one payload of
+// FrameReader decodes typed frames, holding at most one payload of
 // maxExecData bytes.
-type frameReader struct {
+type FrameReader struct {
 	r    io.Reader
-	head [frameHead]byte
+	head [FrameHead]byte
 	buf  []byte
 }
 
 // next returns the next frame; the payload is valid until the following
 // call. io.EOF means the stream ended cleanly between frames.
-func (fr *frameReader) next() (kind byte, payload []byte, err error) {
+// NewFrameReader decodes the typed frames on r.
+func NewFrameReader(r io.Reader) *FrameReader { return &FrameReader{r: r} }
+
+func (fr *FrameReader) Next() (kind byte, payload []byte, err error) {
 	if _, err := io.ReadFull(fr.r, fr.head[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
 			err = fmt.Errorf("frame header: %w", err)
@@ -71,8 +73,8 @@ func (fr *frameReader) next() (kind byte, payload []byte, err error) {
 		return 0, nil, err
 	}
 	n := binary.BigEndian.Uint32(fr.head[1:])
-	if n > maxExecData {
-		return 0, nil, fmt.Errorf("frame %q of %d bytes exceeds %d", fr.head[0], n, maxExecData)
+	if n > MaxExecData {
+		return 0, nil, fmt.Errorf("frame %q of %d bytes exceeds %d", fr.head[0], n, MaxExecData)
 	}
 	if uint32(cap(fr.buf)) < n {
 		fr.buf = make([]byte, n)
@@ -85,151 +87,6 @@ func (fr *frameReader) next() (kind byte, payload []byte, err error) {
 		return 0, nil, fmt.Errorf("frame %q body (%d bytes): %w", fr.head[0], n, err)
 	}
 	return fr.head[0], b, nil
-}
-
-// --- guest side ---
-
-// execStream runs one process with all its traffic on st.
-func (c *connState) execStream(st *yamux.Stream, req request) {
-	s := c.srv
-	fail := func(err error) {
-		_ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)})
-	}
-	if req.Exec == nil || len(req.Exec.Argv) == 0 {
-		fail(fmt.Errorf("exec: empty argv: %w", errInvalid))
-		return
-	}
-	c.mu.Lock()
-	_, dup := c.procs[req.ID]
-	if !dup {
-		c.procs[req.ID] = nil // reserved until started
-	}
-	c.mu.Unlock()
-	if dup {
-		fail(fmt.Errorf("exec id %d already in use: %w", req.ID, errInvalid))
-		return
-	}
-	p, err := s.startProcess(*req.Exec)
-	c.mu.Lock()
-	if err != nil {
-		delete(c.procs, req.ID)
-	} else {
-		c.procs[req.ID] = p
-	}
-	c.mu.Unlock()
-	if err != nil {
-		fail(err)
-		return
-	}
-	// The exec is no longer addressable once the process is gone, before
-	// the host hears its exit: a resize or signal after Wait is refused.
-	gone := func() {
-		c.mu.Lock()
-		delete(c.procs, req.ID)
-		c.mu.Unlock()
-	}
-	defer gone()
-	// As with the four-stream exec, a failed write does not end the process.
-	if err := writeFrame(st, reply{ID: req.ID, PID: p.pid}); err != nil {
-		s.log.Debug("agent: exec reply", "pid", p.pid, "err", err)
-	}
-	p.runStream(st, s.log, gone)
-}
-
-// control applies a resize or signal sent on its own stream to a process
-// started by execStream on this connection.
-func (c *connState) control(req request) error {
-	c.mu.Lock()
-	p := c.procs[req.Exe]
-	c.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("%s: no running process for exec %d: %w", req.Op, req.Exe, os.ErrNotExist)
-	}
-	return p.control(req)
-}
-
-// runStream pumps input from st and output and the exit status to st,
-// calling exited before it sends the status.
-func (p *process) runStream(st *yamux.Stream, log *slog.Logger, exited func()) {
-	defer p.closeAll()
-	var mu sync.Mutex // one frame per Write, whole
-	send := func(b []byte) error {
-		mu.Lock()
-		defer mu.Unlock()
-		_, err := st.Write(b)
-		return err
-	}
-	go p.feedStdin(st)
-
-	var outs sync.WaitGroup
-	var pumps []*pump
-	out := func(src *os.File, kind, eof byte) {
-		pm := &pump{src: src, tty: src == p.tty}
-		pumps = append(pumps, pm)
-		outs.Add(1)
-		go func() {
-			defer outs.Done()
-			pm.copy(frameHead, func(b []byte) error { return send(putFrameHead(b, kind)) })
-			// The exit frame ends every output; an EOF frame is only worth
-			// its write while the process runs on.
-			if !p.gone.Load() {
-				var b [frameHead]byte
-				_ = send(putFrameHead(b[:], eof))
-			}
-		}()
-	}
-	if p.tty != nil {
-		out(p.tty, frameStdout, frameStdoutEOF)
-	} else {
-		out(p.stdout, frameStdout, frameStdoutEOF)
-		out(p.stderr, frameStderr, frameStderrEOF)
-	}
-	exit := p.finish(pumps, &outs)
-	exited()
-	b, _ := json.Marshal(exit)
-	if err := send(putFrameHead(append(make([]byte, frameHead, frameHead+len(b)), b...), frameExit)); err != nil {
-		log.Debug("agent: send exit", "pid", p.pid, "err", err)
-	}
-}
-
-// feedStdin copies input frames to the process until the host ends the
-// stream. It reads the stream to its end even when the process no longer
-// takes input, so a host writing to a finished process is never blocked.
-func (p *process) feedStdin(st io.Reader) {
-	w := p.stdin
-	if p.tty != nil {
-		w = p.tty
-	}
-	open := true
-	end := func() {
-		if !open {
-			return
-		}
-		open = false
-		if p.tty != nil {
-			_, _ = p.tty.Write([]byte{4})
-		} else {
-			p.stdin.Close()
-		}
-	}
-	defer end()
-	fr := frameReader{r: st}
-	for {
-		kind, b, err := fr.next()
-		if err != nil {
-			return
-		}
-		switch kind {
-		case frameStdin:
-			if open {
-				if _, err := w.Write(b); err != nil && p.tty == nil {
-					end() // the process closed its input: drop the rest
-				}
-			}
-		case frameStdinEOF:
-			end()
-		}
-	}
 }
 
 // --- host side ---
@@ -258,11 +115,11 @@ func (c *Client) execStream(ctx context.Context, req ExecRequest) (*Process, err
 		return nil, fmt.Errorf("agent exec %q: %w", req.Argv[0], err)
 	}
 	r := req
-	if err := writeFrame(st, request{ID: id, Op: opExecStream, Exec: &r}); err != nil {
+	if err := WriteFrame(st, Request{ID: id, Op: OpExecStream, Exec: &r}); err != nil {
 		return fail(err)
 	}
-	var rep reply
-	if err := readFrame(st, &rep); err != nil {
+	var rep Reply
+	if err := ReadFrame(st, &rep); err != nil {
 		return fail(err)
 	}
 	if rep.ID != id {
@@ -271,10 +128,10 @@ func (c *Client) execStream(ctx context.Context, req ExecRequest) (*Process, err
 	if rep.Err != nil {
 		stop()
 		st.Close()
-		if rep.Err.Code == codeInvalid && strings.HasPrefix(rep.Err.Msg, fmt.Sprintf("unknown op %q", opExecStream)) {
+		if rep.Err.Code == codeInvalid && strings.HasPrefix(rep.Err.Msg, fmt.Sprintf("unknown op %q", OpExecStream)) {
 			return nil, errOldAgent
 		}
-		return nil, rep.Err.err(opExec, req.Argv[0])
+		return nil, rep.Err.err(OpExec, req.Argv[0])
 	}
 	if !stop() {
 		return fail(ctx.Err())
@@ -313,16 +170,16 @@ func (p *Process) demux(r io.Reader) {
 // readFrames checks every frame: the guest is not trusted to follow the
 // protocol, nor to bound what it sends.
 func (p *Process) readFrames(r io.Reader) error {
-	fr := frameReader{r: r}
+	fr := NewFrameReader(r)
 	for {
-		kind, b, err := fr.next()
+		kind, b, err := fr.Next()
 		if err != nil {
 			return fmt.Errorf("connection lost before exit: %w", err)
 		}
 		switch kind {
-		case frameStdout, frameStderr:
+		case FrameStdout, FrameStderr:
 			pipe, name := p.out, "stdout"
-			if kind == frameStderr {
+			if kind == FrameStderr {
 				pipe, name = p.errOut, "stderr"
 			}
 			if err := pipe.write(b); errors.Is(err, errPipeEnded) {
@@ -330,16 +187,16 @@ func (p *Process) readFrames(r io.Reader) error {
 			} else if err != nil {
 				return err
 			}
-		case frameStdoutEOF, frameStderrEOF:
+		case FrameStdoutEOF, FrameStderrEOF:
 			if len(b) != 0 {
 				return fmt.Errorf("bad frame from guest: end of output with %d bytes", len(b))
 			}
-			if kind == frameStdoutEOF {
+			if kind == FrameStdoutEOF {
 				p.out.closeWrite()
 			} else {
 				p.errOut.closeWrite()
 			}
-		case frameExit:
+		case FrameExit:
 			var exit ExitStatus
 			if err := json.Unmarshal(b, &exit); err != nil {
 				return fmt.Errorf("bad frame from guest: exit status: %w", err)
@@ -384,15 +241,15 @@ func (s *stdinWriter) Write(b []byte) (int, error) {
 	}
 	written := 0
 	for len(b) > 0 {
-		n := min(len(b), maxExecData)
+		n := min(len(b), MaxExecData)
 		if s.buf == nil {
-			s.buf = make([]byte, frameHead+maxExecData)
+			s.buf = make([]byte, FrameHead+MaxExecData)
 		}
-		f := s.buf[:frameHead+n]
-		copy(f[frameHead:], b[:n])
+		f := s.buf[:FrameHead+n]
+		copy(f[FrameHead:], b[:n])
 		// yamux blocks here while the guest's window is full: the process
 		// is not reading its input.
-		if _, err := s.w.Write(putFrameHead(f, frameStdin)); err != nil {
+		if _, err := s.w.Write(PutFrameHead(f, FrameStdin)); err != nil {
 			return written, err
 		}
 		written += n
@@ -408,8 +265,8 @@ func (s *stdinWriter) Close() error {
 		return nil
 	}
 	s.closed = true
-	var b [frameHead]byte
-	_, err := s.w.Write(putFrameHead(b[:], frameStdinEOF))
+	var b [FrameHead]byte
+	_, err := s.w.Write(PutFrameHead(b[:], FrameStdinEOF))
 	return err
 }
 

@@ -1,15 +1,13 @@
-package agent
+package agent_test
 
 import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,31 +15,28 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sbx.dev/sbx/internal/testutil"
+	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest/agentd"
 )
 
-// frame builds one typed frame.
-func frame(kind byte, payload []byte) []byte {
-	return putFrameHead(append(make([]byte, frameHead), payload...), kind)
-}
-
 // A reader that stops reading holds the process back: the host buffers at
-// most outLimit of its output, the process blocks on its pipe, and every
+// most agent.OutLimit of its output, the process blocks on its pipe, and every
 // byte arrives once reading resumes, slowly, before the exit status.
 func TestExecStreamSlowReaderBackPressure(t *testing.T) {
 	c, _ := newClient(t)
 	const size = 8 << 20 // well past the yamux window and the host's buffer
-	p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"head", "-c", "8388608", "/dev/zero"}})
+	p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"head", "-c", "8388608", "/dev/zero"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.st == nil {
+	if p.ExecStream() == nil {
 		t.Fatal("Exec did not use the one-stream exec")
 	}
 	p.Stdin().Close()
-	waitFor(t, func() bool { return p.out.buffered() >= outLimit/2 })
+	waitFor(t, func() bool { return p.StdoutBuffered() >= agent.OutLimit/2 })
 	time.Sleep(300 * time.Millisecond) // long enough for `head` to finish were nothing holding it
-	if n := p.out.buffered(); n > outLimit {
-		t.Fatalf("host buffered %d bytes of output, limit %d", n, outLimit)
+	if n := p.StdoutBuffered(); n > agent.OutLimit {
+		t.Fatalf("host buffered %d bytes of output, limit %d", n, agent.OutLimit)
 	}
 	if err := unix.Kill(p.PID(), 0); err != nil {
 		t.Fatalf("the process was not held back by the unread output: %v", err)
@@ -75,7 +70,7 @@ func TestExecStreamStdinWhileOutputFlows(t *testing.T) {
 	c, _ := newClient(t)
 	data := make([]byte, 24<<20)
 	rand.Read(data)
-	p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"sh", "-c", "cat; echo done >&2"}})
+	p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"sh", "-c", "cat; echo done >&2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +111,7 @@ func TestExecStreamStdinWhileOutputFlows(t *testing.T) {
 func TestExecStreamSignalWhileStdinBlocked(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sleep", "100"}})
+	p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sleep", "100"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +144,7 @@ func TestExecStreamSignalWhileStdinBlocked(t *testing.T) {
 func TestExecStreamExitAfterAllOutput(t *testing.T) {
 	c, _ := newClient(t)
 	for range 5 {
-		p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"sh", "-c", "head -c 3000000 /dev/zero; echo err >&2; exit 7"}})
+		p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"sh", "-c", "head -c 3000000 /dev/zero; echo err >&2; exit 7"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +169,7 @@ func TestExecStreamExitAfterAllOutput(t *testing.T) {
 // exit.
 func TestExecStreamStdoutEOFBeforeExit(t *testing.T) {
 	c, _ := newClient(t)
-	p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"sh", "-c", "echo hi; exec >&-; read x; exit 3"}})
+	p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"sh", "-c", "echo hi; exec >&-; read x; exit 3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +178,7 @@ func TestExecStreamStdoutEOFBeforeExit(t *testing.T) {
 		t.Fatalf("stdout %q %v", out, err)
 	}
 	select {
-	case <-p.done:
+	case <-p.Exited():
 		t.Fatal("exited before its input was closed")
 	default:
 	}
@@ -197,11 +192,11 @@ func TestExecStreamStdoutEOFBeforeExit(t *testing.T) {
 func TestExecStreamPTY(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sh", "-c", "stty size; read x; stty size; echo got $x; cat"}, TTY: true, Rows: 33, Cols: 101})
+	p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sh", "-c", "stty size; read x; stty size; echo got $x; cat"}, TTY: true, Rows: 33, Cols: 101})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.st == nil {
+	if p.ExecStream() == nil {
 		t.Fatal("Exec did not use the one-stream exec")
 	}
 	out := &testutil.SyncBuffer{}
@@ -230,21 +225,21 @@ func TestExecStreamPTY(t *testing.T) {
 // falls back to the four-stream exec, asks only once per connection, and
 // everything exec does still works.
 func TestExecFallbackToFourStreams(t *testing.T) {
-	g := startGuest(t, ServerOptions{noExecStream: true})
+	g := startGuest(t, agentd.ServerOptions{NoExecStream: true})
 	c := g.connect(t)
 	ctx := ctxT(t)
-	out, errOut, st := run(t, c, ExecRequest{Argv: []string{"sh", "-c", "cat; echo e >&2; exit 5"}}, "in")
+	out, errOut, st := run(t, c, agent.ExecRequest{Argv: []string{"sh", "-c", "cat; echo e >&2; exit 5"}}, "in")
 	if out != "in" || errOut != "e\n" || st.Code != 5 {
 		t.Fatalf("stdout %q stderr %q status %+v", out, errOut, st)
 	}
-	if !c.oldExec.Load() {
+	if !c.OldExec() {
 		t.Fatal("the client did not remember the old agent")
 	}
-	p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sh", "-c", "stty size; read x; stty size"}, TTY: true, Rows: 20, Cols: 70})
+	p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sh", "-c", "stty size; read x; stty size"}, TTY: true, Rows: 20, Cols: 70})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.st != nil || p.ctl == nil {
+	if p.ExecStream() != nil || p.ControlStream() == nil {
 		t.Fatal("a second Exec on the old agent did not go straight to the four-stream exec")
 	}
 	tty := &testutil.SyncBuffer{}
@@ -262,7 +257,7 @@ func TestExecFallbackToFourStreams(t *testing.T) {
 	if !strings.Contains(tty.String(), "21 71") {
 		t.Fatalf("tty output %q", tty.String())
 	}
-	p, err = c.Exec(ctx, ExecRequest{Argv: []string{"sleep", "100"}})
+	p, err = c.Exec(ctx, agent.ExecRequest{Argv: []string{"sleep", "100"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,17 +267,17 @@ func TestExecFallbackToFourStreams(t *testing.T) {
 	if st, err := p.Wait(); err != nil || st.Signal != "SIGINT" {
 		t.Fatalf("%+v %v", st, err)
 	}
-	if _, err := c.Exec(ctx, ExecRequest{Argv: []string{"no-such-command-sbx"}}); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"no-such-command-sbx"}}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing command: %v", err)
 	}
 	// A new connection to a new agent uses the one stream again.
-	c2 := startGuest(t, ServerOptions{}).connect(t)
-	p, err = c2.Exec(ctx, ExecRequest{Argv: []string{"true"}})
+	c2 := startGuest(t, agentd.ServerOptions{}).connect(t)
+	p, err = c2.Exec(ctx, agent.ExecRequest{Argv: []string{"true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Wait()
-	if p.st == nil || c2.oldExec.Load() {
+	if p.ExecStream() == nil || c2.OldExec() {
 		t.Fatal("a new agent got the four-stream exec")
 	}
 }
@@ -292,101 +287,25 @@ func TestExecFallbackToFourStreams(t *testing.T) {
 func TestExecStreamControlUnknownExec(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
-	_, err := c.simple(ctx, request{Op: opSignal, Exe: 999999, Signal: int(syscall.SIGKILL)})
+	_, err := c.Simple(ctx, agent.Request{Op: agent.OpSignal, Exe: 999999, Signal: int(syscall.SIGKILL)})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("signal to an unknown exec: %v", err)
 	}
-	p, err := c.Exec(ctx, ExecRequest{Argv: []string{"true"}})
+	p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Wait()
-	if _, err := c.simple(ctx, request{Op: opResize, Exe: p.id, Rows: 1, Cols: 1}); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := c.Simple(ctx, agent.Request{Op: agent.OpResize, Exe: p.ID(), Rows: 1, Cols: 1}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("resize of a finished exec: %v", err)
 	}
-}
-
-// A hostile or broken guest's frames end the process's output with a clear
-// error; none makes the host allocate past one frame of maxExecData or
-// panic. (Frames are read by Process.readFrames; FuzzExecFrames explores.)
-func TestExecFramesFromHostileGuest(t *testing.T) {
-	huge := []byte{frameStdout, 0xff, 0xff, 0xff, 0xff}
-	exit0 := frame(frameExit, []byte(`{"code":0}`))
-	for _, tc := range []struct {
-		name, err string
-		in        []byte
-	}{
-		{"oversized frame", "exceeds", huge},
-		{"one byte too big", "exceeds", binary.BigEndian.AppendUint32([]byte{frameStderr}, maxExecData+1)},
-		{"unknown kind", "unknown kind", frame('z', nil)},
-		{"data after its end", "stdout data after its end", append(frame(frameStdoutEOF, nil), frame(frameStdout, []byte("x"))...)},
-		{"end with a payload", "end of output with 1 bytes", frame(frameStderrEOF, []byte("x"))},
-		{"exit not json", "exit status", frame(frameExit, []byte("{"))},
-		{"signal name with escapes", "signal name", frame(frameExit, []byte(`{"code":-1,"signal":"\u001b[2J"}`))},
-		{"signal name too long", "signal name", frame(frameExit, []byte(`{"code":-1,"signal":"`+strings.Repeat("A", 33)+`"}`))},
-		{"truncated header", "connection lost before exit", []byte{frameStdout, 0}},
-		{"truncated body", "connection lost before exit", []byte{frameStdout, 0, 0, 0, 9, 'a'}},
-		{"no exit", "connection lost before exit: EOF", frame(frameStdout, []byte("hello"))},
-		{"clean", "", append(frame(frameStdout, []byte("hello")), exit0...)},
-		{"frames after exit are not read", "", append(exit0, huge...)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newStreamProcess(nil, 1, 42, nil, false)
-			go io.Copy(io.Discard, p.Stdout())
-			go io.Copy(io.Discard, p.Stderr())
-			p.demux(bytes.NewReader(tc.in))
-			_, err := p.Wait()
-			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
-				t.Fatalf("err = %v, want %q", err, tc.err)
-			}
-		})
-	}
-}
-
-// FuzzExecFrames feeds arbitrary guest bytes to the host's frame reader: it
-// must end (exit status or error) without panicking, and never buffer more
-// than the limit.
-func FuzzExecFrames(f *testing.F) {
-	f.Add(append(frame(frameStdout, []byte("out")), frame(frameExit, []byte(`{"code":3}`))...))
-	f.Add(append(append(frame(frameStderr, []byte("e")), frame(frameStderrEOF, nil)...), frame(frameExit, []byte(`{"code":-1,"signal":"SIGKILL"}`))...))
-	f.Add([]byte{frameStdout, 0xff, 0xff, 0xff, 0xff})
-	f.Add(frame(frameStdoutEOF, []byte("x")))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		for _, tty := range []bool{false, true} {
-			p := newStreamProcess(nil, 1, 42, nil, tty)
-			p.out.limit, p.errOut.limit = 64, 64
-			var wg sync.WaitGroup
-			var got [2]int
-			for i, r := range []*outPipe{p.out, p.errOut} {
-				wg.Go(func() {
-					buf := make([]byte, 7)
-					for {
-						if n := r.buffered(); n > r.limit {
-							t.Errorf("buffered %d > limit %d", n, r.limit)
-						}
-						n, err := r.Read(buf)
-						got[i] += n
-						if err != nil {
-							return
-						}
-					}
-				})
-			}
-			p.demux(bytes.NewReader(in))
-			p.Wait()
-			wg.Wait() // both outputs ended: with the exit frame, or with the error
-			if got[0]+got[1] > len(in) {
-				t.Errorf("read %d bytes of output from %d bytes of frames", got[0]+got[1], len(in))
-			}
-		}
-	})
 }
 
 // Detach returns at once even while a stdin write is blocked on a full
 // window, and the process runs on.
 func TestExecStreamDetachWithBlockedStdin(t *testing.T) {
 	c, _ := newClient(t)
-	p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"sleep", "100"}})
+	p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"sleep", "100"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // TestFileErrorKinds: every error a caller can cause by naming the wrong
@@ -33,7 +35,7 @@ func TestFileErrorKinds(t *testing.T) {
 	defer ln.Close()
 	long := strings.Repeat("x", 300)
 
-	isInvalid := func(err error) bool { return errors.Is(err, fs.ErrInvalid) || errors.Is(err, ErrEscape) }
+	isInvalid := func(err error) bool { return errors.Is(err, fs.ErrInvalid) || errors.Is(err, agent.ErrEscape) }
 	cases := []struct {
 		name string
 		call func() error
@@ -60,8 +62,8 @@ func TestFileErrorKinds(t *testing.T) {
 		go func() { done <- tc.call() }()
 		select {
 		case err := <-done:
-			var ae *Error
-			if !tc.want(err) || !errors.As(err, &ae) || ae.Code == codeOther {
+			var ae *agent.Error
+			if !tc.want(err) || !errors.As(err, &ae) || ae.Code == agent.CodeOther {
 				t.Errorf("%s: %v (%#v): want a classified error", tc.name, err, ae)
 			}
 		case <-time.After(10 * time.Second):

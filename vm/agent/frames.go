@@ -25,7 +25,7 @@ type joinedConn struct {
 	buf  []byte
 }
 
-func joinFrames(c io.ReadWriteCloser) *joinedConn { return &joinedConn{ReadWriteCloser: c} }
+func JoinFrames(c io.ReadWriteCloser) *joinedConn { return &joinedConn{ReadWriteCloser: c} }
 
 func (j *joinedConn) Write(p []byte) (int, error) {
 	j.mu.Lock()

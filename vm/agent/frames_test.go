@@ -48,7 +48,7 @@ func TestJoinedConnWrites(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &recorder{}
-			j := joinFrames(r)
+			j := JoinFrames(r)
 			for _, w := range tc.writes {
 				if n, err := j.Write(w); n != len(w) || err != nil {
 					t.Fatalf("Write(%d bytes) = %d, %v", len(w), n, err)

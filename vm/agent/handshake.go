@@ -104,10 +104,10 @@ func scanFor(br *bufio.Reader, want []byte) error {
 	return nil
 }
 
-// guestHandshake waits for a hello, echoes it and returns the connection to
+// GuestHandshake waits for a hello, echoes it and returns the connection to
 // run yamux on. Repeated hellos at the start of the stream (the host resends
 // while waiting) are skipped and a newer nonce is echoed again.
-func guestHandshake(conn io.ReadWriteCloser) (io.ReadWriteCloser, error) {
+func GuestHandshake(conn io.ReadWriteCloser) (io.ReadWriteCloser, error) {
 	br := bufio.NewReaderSize(conn, 64<<10)
 	if err := scanFor(br, []byte(helloMagic)); err != nil {
 		return nil, err

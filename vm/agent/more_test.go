@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"archive/tar"
@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sbx.dev/sbx/internal/testutil"
+	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest/agentd"
 )
 
 type tarEnt struct {
@@ -72,8 +73,8 @@ func TestTarInEscapesRefused(t *testing.T) {
 		"hard link via link": {{name: "h2", link: "planted/secret", typ: tar.TypeLink}},
 	} {
 		err := c.TarIn(ctx, ".", mkTar(t, ents...))
-		if !errors.Is(err, ErrEscape) {
-			t.Errorf("%s: err = %v, want ErrEscape", name, err)
+		if !errors.Is(err, agent.ErrEscape) {
+			t.Errorf("%s: err = %v, want agent.ErrEscape", name, err)
 		}
 	}
 	ents, _ := os.ReadDir(outside)
@@ -87,7 +88,7 @@ func TestTarInEscapesRefused(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "ok/x")); string(b) != "fine" {
 		t.Fatalf("ok/x = %q", b)
 	}
-	if err := c.TarIn(ctx, "../", mkTar(t)); !errors.Is(err, ErrEscape) {
+	if err := c.TarIn(ctx, "../", mkTar(t)); !errors.Is(err, agent.ErrEscape) {
 		t.Fatalf("tar into ../: %v", err)
 	}
 }
@@ -137,13 +138,13 @@ func TestTarOutDoesNotFollowLinks(t *testing.T) {
 // unread guest output to the next host connection) must never be taken as an
 // answer on the next one, and junk before the hello must not confuse the guest.
 func TestStaleReplyNotTakenByNextConnection(t *testing.T) {
-	g := startGuest(t, ServerOptions{})
+	g := startGuest(t, agentd.ServerOptions{})
 	host, guest := socketPair(t)
 	// What an earlier session left behind, guest → host: its echoed hello, a
 	// yamux data frame and a JSON reply.
 	var stale bytes.Buffer
-	stale.WriteString(helloMagic)
-	oldNonce := make([]byte, nonceLen)
+	stale.WriteString(agent.HelloMagic)
+	oldNonce := make([]byte, agent.NonceLen)
 	rand.Read(oldNonce)
 	stale.Write(oldNonce)
 	oldReply := []byte(`{"id":1,"health":{"kernel":"stale"}}`)
@@ -163,7 +164,7 @@ func TestStaleReplyNotTakenByNextConnection(t *testing.T) {
 	}
 	g.conns <- guest
 	ctx := ctxT(t)
-	c, err := Connect(ctx, host)
+	c, err := agent.Connect(ctx, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestStaleReplyNotTakenByNextConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Kernel == "stale" || h.Version != ProtocolVersion {
+	if h.Kernel == "stale" || h.Version != agent.ProtocolVersion {
 		t.Fatalf("took a stale reply: %+v", h)
 	}
 }
@@ -183,14 +184,14 @@ func TestConnectTimesOutWithoutGuest(t *testing.T) {
 	defer guest.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := Connect(ctx, host); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := agent.Connect(ctx, host); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}
 	// The host repeated its hello while waiting.
-	buf := make([]byte, 4*helloLen)
+	buf := make([]byte, 4*agent.HelloLen)
 	guest.SetReadDeadline(time.Now().Add(time.Second))
-	n, _ := io.ReadAtLeast(guest, buf, 2*helloLen)
-	if n < 2*helloLen || !bytes.Equal(buf[:helloLen], buf[helloLen:2*helloLen]) {
+	n, _ := io.ReadAtLeast(guest, buf, 2*agent.HelloLen)
+	if n < 2*agent.HelloLen || !bytes.Equal(buf[:agent.HelloLen], buf[agent.HelloLen:2*agent.HelloLen]) {
 		t.Fatalf("hello not resent with the same nonce: %q", buf[:n])
 	}
 }
@@ -199,10 +200,10 @@ func TestConnectTimesOutWithoutGuest(t *testing.T) {
 // the process started on the broken one keeps running (a gateway restart
 // must not kill a box's work) and can be ended from the new connection.
 func TestReconnectAfterBrokenConnection(t *testing.T) {
-	g := startGuest(t, ServerOptions{})
+	g := startGuest(t, agentd.ServerOptions{})
 	c1 := g.connect(t)
 	ctx := ctxT(t)
-	p, err := c1.Exec(ctx, ExecRequest{Argv: []string{"sleep", "100"}})
+	p, err := c1.Exec(ctx, agent.ExecRequest{Argv: []string{"sleep", "100"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestReconnectAfterBrokenConnection(t *testing.T) {
 	if err := unix.Kill(p.PID(), 0); err != nil {
 		t.Fatalf("process of the broken connection: %v", err)
 	}
-	_, _, st := run(t, c2, ExecRequest{Argv: []string{"kill", fmt.Sprint(p.PID())}}, "")
+	_, _, st := run(t, c2, agent.ExecRequest{Argv: []string{"kill", fmt.Sprint(p.PID())}}, "")
 	if st.Code != 0 {
 		t.Fatalf("kill: %+v", st)
 	}
@@ -229,12 +230,12 @@ func TestReconnectAfterBrokenConnection(t *testing.T) {
 // the guest took the late error for a lost reply and killed the process.
 // A process whose PID was sent must survive its connection ending at once.
 func TestProcessSurvivesCloseRightAfterExecRegression(t *testing.T) {
-	g := startGuest(t, ServerOptions{})
+	g := startGuest(t, agentd.ServerOptions{})
 	ctx := ctxT(t)
 	var pids []int
 	for range 20 {
 		c := g.connect(t)
-		p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sleep", "100"}})
+		p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sleep", "100"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +266,7 @@ func TestConcurrentRequestsOnOneConnection(t *testing.T) {
 				errs <- err
 				return
 			}
-			p, err := c.Exec(ctx, ExecRequest{Argv: []string{"cat", name}})
+			p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"cat", name}})
 			if err != nil {
 				errs <- err
 				return
@@ -333,7 +334,7 @@ func TestSetClockAndShutdownHooks(t *testing.T) {
 	var got time.Time
 	var shut bool
 	var mu sync.Mutex
-	g := startGuest(t, ServerOptions{
+	g := startGuest(t, agentd.ServerOptions{
 		SetClock: func(t time.Time) error { mu.Lock(); got = t; mu.Unlock(); return nil },
 		Shutdown: func(context.Context) error { mu.Lock(); shut = true; mu.Unlock(); return nil },
 	})
@@ -379,29 +380,29 @@ func reaperChild() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reaper := NewChildReaper(ctx, nil)
+	reaper := agentd.NewChildReaper(ctx, nil)
 	root, _ := os.MkdirTemp("", "reaper")
 	defer os.RemoveAll(root)
 	conns := make(chan io.ReadWriteCloser, 1)
-	go Serve(ctx, PortOpenerFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
+	go agentd.Serve(ctx, agentd.PortOpenerFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		select {
 		case c := <-conns:
 			return c, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-	}), ServerOptions{Root: root, Reaper: reaper})
+	}), agentd.ServerOptions{Root: root, Reaper: reaper})
 	fds, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	unix.SetNonblock(fds[0], true)
 	unix.SetNonblock(fds[1], true)
 	conns <- os.NewFile(uintptr(fds[1]), "guest")
-	c, err := Connect(ctx, os.NewFile(uintptr(fds[0]), "host"))
+	c, err := agent.Connect(ctx, os.NewFile(uintptr(fds[0]), "host"))
 	if err != nil {
 		fail("connect: %v", err)
 	}
 	for i := range 20 {
 		// Each run leaves an orphan that exits while the reaper is busy.
-		p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sh", "-c", fmt.Sprintf("sleep 0.0%d & exit %d", i%10, 7+i%3)}})
+		p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sh", "-c", fmt.Sprintf("sleep 0.0%d & exit %d", i%10, 7+i%3)}})
 		if err != nil {
 			fail("exec: %v", err)
 		}
@@ -429,7 +430,7 @@ func reaperChild() {
 func TestExecReleasesStreams(t *testing.T) {
 	c, _ := newClient(t)
 	for range 10 {
-		p, err := c.Exec(ctxT(t), ExecRequest{Argv: []string{"echo", "hi"}})
+		p, err := c.Exec(ctxT(t), agent.ExecRequest{Argv: []string{"echo", "hi"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +441,7 @@ func TestExecReleasesStreams(t *testing.T) {
 			t.Fatalf("output after Wait: %q", out)
 		}
 	}
-	waitFor(t, func() bool { return c.sess.NumStreams() == 0 })
+	waitFor(t, func() bool { return c.OpenStreams() == 0 })
 }
 
 // The host resends its hello while the guest boots: the guest echoes it
@@ -448,13 +449,13 @@ func TestExecReleasesStreams(t *testing.T) {
 func TestGuestSkipsRepeatedHellos(t *testing.T) {
 	host, guest := socketPair(t)
 	defer host.Close()
-	hello := []byte(helloMagic + "0123456789abcdef")
-	newer := []byte(helloMagic + "fedcba9876543210")
+	hello := []byte(agent.HelloMagic + "0123456789abcdef")
+	newer := []byte(agent.HelloMagic + "fedcba9876543210")
 	in := bytes.Join([][]byte{[]byte("junk"), hello, hello, hello, newer, {0, 1, 2}}, nil)
 	if _, err := host.Write(in); err != nil {
 		t.Fatal(err)
 	}
-	gc, err := guestHandshake(guest)
+	gc, err := agent.GuestHandshake(guest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,27 +476,6 @@ func TestGuestSkipsRepeatedHellos(t *testing.T) {
 		t.Fatal("more than one echo per hello")
 	}
 }
-
-// With no host connected the port reads EOF at once; Serve must wait
-// between attempts, not spin.
-func TestServeWaitsWhenNoHost(t *testing.T) {
-	var opens atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	Serve(ctx, PortOpenerFunc(func(context.Context) (io.ReadWriteCloser, error) {
-		opens.Add(1)
-		return eofConn{}, nil
-	}), ServerOptions{Root: t.TempDir()})
-	if n := opens.Load(); n > 40 || n < 2 {
-		t.Fatalf("%d opens in 300ms; want a few (one per %v)", n, redialDelay)
-	}
-}
-
-type eofConn struct{}
-
-func (eofConn) Read([]byte) (int, error)    { return 0, io.EOF }
-func (eofConn) Write(p []byte) (int, error) { return len(p), nil }
-func (eofConn) Close() error                { return nil }
 
 func TestReadDirLarge(t *testing.T) {
 	c, root := newClient(t)
@@ -521,14 +501,14 @@ func TestErrorKindsCrossTheWire(t *testing.T) {
 		{unix.EACCES, fs.ErrPermission},
 		{unix.EPERM, fs.ErrPermission},
 		{unix.EEXIST, fs.ErrExist},
-		{fmt.Errorf("x: %w", ErrEscape), ErrEscape},
+		{fmt.Errorf("x: %w", agent.ErrEscape), agent.ErrEscape},
 		{fmt.Errorf("bad: %w", fs.ErrInvalid), fs.ErrInvalid},
 	} {
-		err := toWire(&fs.PathError{Op: "open", Path: "p", Err: tc.err}).err("stat", "p")
+		err := agent.ToWire(&fs.PathError{Op: "open", Path: "p", Err: tc.err}).Err("stat", "p")
 		if !errors.Is(err, tc.target) {
 			t.Errorf("%v crossed as %v, not %v", tc.err, err, tc.target)
 		}
-		for _, other := range []error{fs.ErrNotExist, fs.ErrPermission, fs.ErrExist, ErrEscape} {
+		for _, other := range []error{fs.ErrNotExist, fs.ErrPermission, fs.ErrExist, agent.ErrEscape} {
 			if other != tc.target && errors.Is(err, other) {
 				t.Errorf("%v also matches %v", tc.err, other)
 			}
@@ -544,8 +524,8 @@ func TestBadInputErrors(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(root, "dir", "keep"), []byte("k"), 0o644))
 	must(t, os.WriteFile(filepath.Join(root, "file"), []byte("f"), 0o644))
 	_, errRead := c.ReadFile(ctx, "dir")
-	_, errExec := c.Exec(ctx, ExecRequest{})
-	_, errDir := c.Exec(ctx, ExecRequest{Argv: []string{"true"}, Dir: "file"})
+	_, errExec := c.Exec(ctx, agent.ExecRequest{})
+	_, errDir := c.Exec(ctx, agent.ExecRequest{Argv: []string{"true"}, Dir: "file"})
 	for name, err := range map[string]error{
 		"write over a directory": c.WriteFile(ctx, "dir", 0, strings.NewReader("x")),
 		"read a directory":       errRead,
@@ -578,7 +558,7 @@ func TestResizeAppliedBeforeLaterInput(t *testing.T) {
 	c, _ := newClient(t)
 	ctx := ctxT(t)
 	for i := range 10 {
-		p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sh"}, TTY: true, Rows: 24, Cols: 80})
+		p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sh"}, TTY: true, Rows: 24, Cols: 80})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -599,7 +579,7 @@ func TestResizeAppliedBeforeLaterInput(t *testing.T) {
 		}
 	}
 	// Without a tty a resize is refused, clearly.
-	p, err := c.Exec(ctx, ExecRequest{Argv: []string{"sleep", "10"}})
+	p, err := c.Exec(ctx, agent.ExecRequest{Argv: []string{"sleep", "10"}})
 	if err != nil {
 		t.Fatal(err)
 	}

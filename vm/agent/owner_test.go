@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // TestRegressionUploadOwnedByRoot: an owner's upload (WriteFile, MkdirAll)
@@ -24,7 +26,7 @@ func TestRegressionUploadOwnedByRoot(t *testing.T) {
 	if err := os.Mkdir(repo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(repo, AgentUID, AgentGID); err != nil {
+	if err := os.Chown(repo, agent.AgentUID, agent.AgentGID); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WriteFile(ctx, "repo/data.csv", 0o644, strings.NewReader("a,b\n")); err != nil {
@@ -40,7 +42,7 @@ func TestRegressionUploadOwnedByRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]uint32{
-		"repo/data.csv": AgentUID, "repo/x": AgentUID, "repo/x/y": AgentUID, "repo/x/y/z.txt": AgentUID,
+		"repo/data.csv": agent.AgentUID, "repo/x": agent.AgentUID, "repo/x/y": agent.AgentUID, "repo/x/y/z.txt": agent.AgentUID,
 		"top.txt": uint32(os.Geteuid()),
 	} {
 		fi, err := os.Lstat(filepath.Join(root, p))

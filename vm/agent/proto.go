@@ -1,5 +1,8 @@
 // Package agent is the host↔guest protocol of a box: the host's Client and the
-// guest's Server talk over one byte stream (the virtio-serial port sbx.agent).
+// guest's server (vm/guest/agentd) talk over one byte stream (the
+// virtio-serial port sbx.agent). Both ends speak the wire defined here: the
+// hello, the Request and Reply frames, the Op names, the data chunks and the
+// typed exec frames.
 //
 // Wire format. On every new connection the host sends hello = "SBXHELLO" +
 // 16-byte nonce; the guest answers with the same 24 bytes and both sides then
@@ -55,28 +58,28 @@ const chunkSize = 64 << 10
 
 // Ops on the wire.
 const (
-	opPing       = "ping"
-	opExec       = "exec"
-	opExecStream = "execstream"
-	opAttach     = "attach"
-	opResize     = "resize"
-	opSignal     = "signal"
-	opStat       = "stat"
-	opReadDir    = "readdir"
-	opRead       = "read"
-	opWrite      = "write"
-	opMkdirAll   = "mkdirall"
-	opRemove     = "remove"
-	opTarOut     = "tarout"
-	opTarIn      = "tarin"
-	opWatch      = "watch"
-	opClock      = "clock"
-	opReseed     = "reseed"
-	opShutdown   = "shutdown"
+	OpPing       = "ping"
+	OpExec       = "exec"
+	OpExecStream = "execstream"
+	OpAttach     = "attach"
+	OpResize     = "resize"
+	OpSignal     = "signal"
+	OpStat       = "stat"
+	OpReadDir    = "readdir"
+	OpRead       = "read"
+	OpWrite      = "write"
+	OpMkdirAll   = "mkdirall"
+	OpRemove     = "remove"
+	OpTarOut     = "tarout"
+	OpTarIn      = "tarin"
+	OpWatch      = "watch"
+	OpClock      = "clock"
+	OpReseed     = "reseed"
+	OpShutdown   = "shutdown"
 )
 
-// request is the header of every call.
-type request struct {
+// Request is the header of every call.
+type Request struct {
 	ID     uint64       `json:"id"`
 	Op     string       `json:"op"`
 	Path   string       `json:"path,omitempty"`
@@ -91,8 +94,8 @@ type request struct {
 	Data   []byte       `json:"data,omitempty"`
 }
 
-// reply answers a request with the same id.
-type reply struct {
+// Reply answers a request with the same id.
+type Reply struct {
 	ID     uint64      `json:"id"`
 	Err    *wireError  `json:"err,omitempty"`
 	Health *Health     `json:"health,omitempty"`
@@ -224,12 +227,12 @@ type wireError struct {
 	Msg  string `json:"msg"`
 }
 
-// toWire classifies a guest-side error for the host. Every error a caller
+// ToWire classifies a guest-side error for the host. Every error a caller
 // can cause by naming the wrong path (a file where a directory is wanted
 // and the other way round, a name too long, a symlink loop, a path that is
 // not a regular file) gets a kind: "other" is left for what the caller
 // could not have caused, which the host reports as a failure of sbx.
-func toWire(err error) *wireError {
+func ToWire(err error) *wireError {
 	if err == nil {
 		return nil
 	}
@@ -271,8 +274,8 @@ func (w *wireError) err(op, path string) error {
 	return &Error{Op: op, Path: path, Code: w.Code, Msg: w.Msg}
 }
 
-// writeFrame writes one length-prefixed JSON header.
-func writeFrame(w io.Writer, v any) error {
+// WriteFrame writes one length-prefixed JSON header.
+func WriteFrame(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
@@ -287,8 +290,8 @@ func writeFrame(w io.Writer, v any) error {
 	return err
 }
 
-// readFrame reads one length-prefixed JSON header into v.
-func readFrame(r io.Reader, v any) error {
+// ReadFrame reads one length-prefixed JSON header into v.
+func ReadFrame(r io.Reader, v any) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return err
@@ -307,10 +310,13 @@ func readFrame(r io.Reader, v any) error {
 	return nil
 }
 
-// chunkWriter frames bulk data; Close writes the end marker.
-type chunkWriter struct{ w io.Writer }
+// ChunkWriter frames bulk data; Close writes the end marker.
+type ChunkWriter struct{ w io.Writer }
 
-func (c chunkWriter) Write(p []byte) (int, error) {
+// NewChunkWriter frames the bulk data written to it onto w.
+func NewChunkWriter(w io.Writer) ChunkWriter { return ChunkWriter{w: w} }
+
+func (c ChunkWriter) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		n := min(len(p), maxChunk)
@@ -330,7 +336,7 @@ func (c chunkWriter) Write(p []byte) (int, error) {
 }
 
 // ReadFrom keeps io.Copy from splitting data into tiny chunks.
-func (c chunkWriter) ReadFrom(r io.Reader) (int64, error) {
+func (c ChunkWriter) ReadFrom(r io.Reader) (int64, error) {
 	buf := make([]byte, chunkSize)
 	var total int64
 	for {
@@ -350,21 +356,24 @@ func (c chunkWriter) ReadFrom(r io.Reader) (int64, error) {
 	}
 }
 
-func (c chunkWriter) Close() error {
+func (c ChunkWriter) Close() error {
 	var hdr [4]byte
 	_, err := c.w.Write(hdr[:])
 	return err
 }
 
-// chunkReader reads framed bulk data; it returns io.EOF only after the end
+// ChunkReader reads framed bulk data; it returns io.EOF only after the end
 // marker and io.ErrUnexpectedEOF when the stream ends without one.
-type chunkReader struct {
+type ChunkReader struct {
 	r    io.Reader
 	left uint32
 	done bool
 }
 
-func (c *chunkReader) Read(p []byte) (int, error) {
+// NewChunkReader reads the bulk data framed on r.
+func NewChunkReader(r io.Reader) *ChunkReader { return &ChunkReader{r: r} }
+
+func (c *ChunkReader) Read(p []byte) (int, error) {
 	if c.done {
 		return 0, io.EOF
 	}

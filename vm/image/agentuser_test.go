@@ -16,7 +16,7 @@ import (
 	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
-	"sbx.dev/sbx/vm/guest"
+	"sbx.dev/sbx/vm/guest/pid1"
 	"sbx.dev/sbx/vm/image"
 	"sbx.dev/sbx/vm/kernel"
 )
@@ -411,7 +411,7 @@ func guardVerdict(ctx context.Context, t *testing.T, m *vm.Manager, box, session
 		t.Fatal(err)
 	}
 	stdout, stderr, status := runReq(ctx, t, m, box, agent.ExecRequest{
-		Argv: []string{"sh", "-c", `printf '%s' "$1" | exec ` + guest.InstalledPath + ` hook guard`, "sh", string(payload)},
+		Argv: []string{"sh", "-c", `printf '%s' "$1" | exec ` + pid1.InstalledPath + ` hook guard`, "sh", string(payload)},
 		User: agent.AgentUser})
 	switch status {
 	case strconv.Itoa(hooks.ExitDeny):

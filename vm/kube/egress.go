@@ -16,7 +16,7 @@ import (
 
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/fwd"
-	"sbx.dev/sbx/vm/kube/podagent"
+	"sbx.dev/sbx/vm/guest/podagent"
 )
 
 // A box Pod's one way out. The Pod has no network interface but loopback

@@ -62,7 +62,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/kube/podagent"
+	"sbx.dev/sbx/vm/guest/podagent"
 )
 
 // Labels and annotations sbx puts on its objects.

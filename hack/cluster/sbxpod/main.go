@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sbx.dev/sbx/vm/kube/podagent"
+	"sbx.dev/sbx/vm/guest/podagent"
 )
 
 func main() {

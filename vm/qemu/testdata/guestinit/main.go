@@ -1,5 +1,5 @@
 // Command guestinit is the /init of test boxes: the guest half of sbx
-// (vm/guest) without the gateway, so the vm tests do not depend on every
+// (vm/guest/pid1) without the gateway, so the vm tests do not depend on every
 // other package of the module compiling. Like sbx it doubles as the egress
 // forwarder QEMU runs (`vm-fwd SOCKET`, see vm/fwd).
 package main
@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"sbx.dev/sbx/vm/fwd"
-	"sbx.dev/sbx/vm/guest"
+	"sbx.dev/sbx/vm/guest/pid1"
 )
 
 func main() {
@@ -19,5 +19,5 @@ func main() {
 		}
 		os.Exit(0)
 	}
-	os.Exit(guest.Main())
+	os.Exit(pid1.Main())
 }

@@ -1,4 +1,4 @@
-package agent
+package agentd
 
 import (
 	"fmt"
@@ -12,36 +12,11 @@ import (
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
-// workspace is the path the host names the confined root by.
-const workspace = "/workspace"
-
-// Rel turns a host path (relative to /workspace, or absolute under it) into a
-// clean relative path, or fails with ErrEscape. It does not touch the disk;
-// symlinks are caught when the path is opened.
-func Rel(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", fmt.Errorf("path %q contains a NUL byte: %w", p, fs.ErrInvalid)
-	}
-	if strings.HasPrefix(p, "/") {
-		rest, ok := strings.CutPrefix(p, workspace)
-		if !ok || (rest != "" && rest[0] != '/') {
-			return "", fmt.Errorf("%q: %w", p, ErrEscape)
-		}
-		p = strings.TrimLeft(rest, "/")
-	}
-	if p == "" {
-		return ".", nil
-	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("%q: %w", p, ErrEscape)
-	}
-	return c, nil
-}
-
-func (s *server) rel(p string) (string, error) { return Rel(p) }
+func (s *server) rel(p string) (string, error) { return agent.Rel(p) }
 
 // openIn opens rel beneath dirfd; nothing may resolve outside it: not "..",
 // not an absolute symlink, not a /proc magic link.
@@ -62,7 +37,7 @@ func openIn(dirfd int, rel string, flags int, mode uint32) (int, error) {
 			if err == unix.ELOOP && flags&unix.O_NOFOLLOW != 0 {
 				return -1, err
 			}
-			return -1, ErrEscape
+			return -1, agent.ErrEscape
 		default:
 			return -1, err
 		}
@@ -126,8 +101,8 @@ func kindOf(m fs.FileMode) string {
 	return "a special file"
 }
 
-func infoOf(name string, st *unix.Stat_t) FileInfo {
-	return FileInfo{
+func infoOf(name string, st *unix.Stat_t) agent.FileInfo {
+	return agent.FileInfo{
 		Name:    name,
 		Size:    st.Size,
 		Mode:    fileMode(st.Mode),
@@ -137,33 +112,33 @@ func infoOf(name string, st *unix.Stat_t) FileInfo {
 
 func baseName(rel string) string {
 	if rel == "." {
-		return path.Base(workspace)
+		return path.Base(agent.Workspace)
 	}
 	return path.Base(rel)
 }
 
-func (s *server) stat(p string) (FileInfo, error) {
-	rel, err := Rel(p)
+func (s *server) stat(p string) (agent.FileInfo, error) {
+	rel, err := agent.Rel(p)
 	if err != nil {
-		return FileInfo{}, err
+		return agent.FileInfo{}, err
 	}
 	fd, err := s.open(rel, unix.O_PATH, 0)
 	if err != nil {
-		return FileInfo{}, pathErr("stat", p, err)
+		return agent.FileInfo{}, pathErr("stat", p, err)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return FileInfo{}, pathErr("stat", p, err)
+		return agent.FileInfo{}, pathErr("stat", p, err)
 	}
 	return infoOf(baseName(rel), &st), nil
 }
 
 // lstatAt describes name in dirfd without following a symlink.
-func lstatAt(dirfd int, name string) (FileInfo, error) {
+func lstatAt(dirfd int, name string) (agent.FileInfo, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return FileInfo{}, err
+		return agent.FileInfo{}, err
 	}
 	fi := infoOf(name, &st)
 	if fi.Mode&fs.ModeSymlink != 0 {
@@ -184,8 +159,8 @@ func names(dirfd int) ([]string, error) {
 	return ns, err
 }
 
-func (s *server) readDir(p string) ([]FileInfo, error) {
-	rel, err := Rel(p)
+func (s *server) readDir(p string) ([]agent.FileInfo, error) {
+	rel, err := agent.Rel(p)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +177,7 @@ func (s *server) readDir(p string) ([]FileInfo, error) {
 		return nil, pathErr("readdir", p, err)
 	}
 	defer unix.Close(dfd)
-	infos := make([]FileInfo, 0, len(ns))
+	infos := make([]agent.FileInfo, 0, len(ns))
 	for _, n := range ns {
 		fi, err := lstatAt(dfd, n)
 		if err != nil {
@@ -247,7 +222,7 @@ func inheritOwnerAt(dirfd int, name string) error {
 }
 
 func (s *server) mkdirAll(p string, mode uint32) error {
-	rel, err := Rel(p)
+	rel, err := agent.Rel(p)
 	if err != nil {
 		return err
 	}
@@ -287,7 +262,7 @@ func mkdirAllIn(dirfd int, rel string, mode uint32) error {
 }
 
 func (s *server) remove(p string) error {
-	rel, err := Rel(p)
+	rel, err := agent.Rel(p)
 	if err != nil {
 		return err
 	}
@@ -342,9 +317,9 @@ func hangup(st *yamux.Stream) {
 	}()
 }
 
-func (s *server) readFile(st *yamux.Stream, req request) {
-	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
-	rel, err := Rel(req.Path)
+func (s *server) readFile(st *yamux.Stream, req agent.Request) {
+	fail := func(err error) { _ = agent.WriteFrame(st, agent.Reply{ID: req.ID, Err: agent.ToWire(err)}) }
+	rel, err := agent.Rel(req.Path)
 	if err != nil {
 		fail(err)
 		return
@@ -372,11 +347,11 @@ func (s *server) readFile(st *yamux.Stream, req request) {
 		fail(pathErr("read", req.Path, fmt.Errorf("not a regular file but %s: %w", kindOf(fi.Mode), fs.ErrInvalid)))
 		return
 	}
-	if err := writeFrame(st, reply{ID: req.ID, Info: &fi}); err != nil {
+	if err := agent.WriteFrame(st, agent.Reply{ID: req.ID, Info: &fi}); err != nil {
 		return
 	}
 	hangup(st)
-	cw := chunkWriter{w: st}
+	cw := agent.NewChunkWriter(st)
 	if _, err := cw.ReadFrom(f); err != nil {
 		s.log.Debug("agent: read file", "path", req.Path, "err", err)
 		return // no end marker: the host sees a truncated stream
@@ -384,9 +359,9 @@ func (s *server) readFile(st *yamux.Stream, req request) {
 	_ = cw.Close()
 }
 
-func (s *server) writeFile(st *yamux.Stream, req request) {
-	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
-	rel, err := Rel(req.Path)
+func (s *server) writeFile(st *yamux.Stream, req agent.Request) {
+	fail := func(err error) { _ = agent.WriteFrame(st, agent.Reply{ID: req.ID, Err: agent.ToWire(err)}) }
+	rel, err := agent.Rel(req.Path)
 	if err != nil {
 		fail(err)
 		return
@@ -420,10 +395,10 @@ func (s *server) writeFile(st *yamux.Stream, req request) {
 			_ = unix.Unlinkat(dfd, tmp, 0)
 		}
 	}()
-	if err := writeFrame(st, reply{ID: req.ID}); err != nil {
+	if err := agent.WriteFrame(st, agent.Reply{ID: req.ID}); err != nil {
 		return
 	}
-	_, err = io.Copy(f, &chunkReader{r: st})
+	_, err = io.Copy(f, agent.NewChunkReader(st))
 	if err == nil {
 		err = unix.Fchmod(fd, mode) // the umask narrowed the create mode
 	}
@@ -443,19 +418,19 @@ func (s *server) writeFile(st *yamux.Stream, req request) {
 	fail(pathErr("write", req.Path, err)) // fail(nil) is the success reply
 }
 
-func (s *server) watch(ctx doneCtx, st *yamux.Stream, req request) {
-	rel, err := Rel(req.Path)
+func (s *server) watch(ctx doneCtx, st *yamux.Stream, req agent.Request) {
+	rel, err := agent.Rel(req.Path)
 	if err != nil {
-		_ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)})
+		_ = agent.WriteFrame(st, agent.Reply{ID: req.ID, Err: agent.ToWire(err)})
 		return
 	}
 	last, err := s.stat(rel)
 	exists := err == nil
 	if err != nil && !isNotExist(err) {
-		_ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)})
+		_ = agent.WriteFrame(st, agent.Reply{ID: req.ID, Err: agent.ToWire(err)})
 		return
 	}
-	if err := writeFrame(st, reply{ID: req.ID}); err != nil {
+	if err := agent.WriteFrame(st, agent.Reply{ID: req.ID}); err != nil {
 		return
 	}
 	gone := make(chan struct{})
@@ -475,18 +450,18 @@ func (s *server) watch(ctx doneCtx, st *yamux.Stream, req request) {
 		}
 		fi, err := s.stat(rel)
 		now := err == nil
-		var ev *WatchEvent
+		var ev *agent.WatchEvent
 		switch {
 		case now && !exists:
-			ev = &WatchEvent{Kind: Created, Path: req.Path, Info: &fi}
+			ev = &agent.WatchEvent{Kind: agent.Created, Path: req.Path, Info: &fi}
 		case !now && exists:
-			ev = &WatchEvent{Kind: Removed, Path: req.Path}
+			ev = &agent.WatchEvent{Kind: agent.Removed, Path: req.Path}
 		case now && (fi.Size != last.Size || !fi.ModTime.Equal(last.ModTime) || fi.Mode != last.Mode):
-			ev = &WatchEvent{Kind: Changed, Path: req.Path, Info: &fi}
+			ev = &agent.WatchEvent{Kind: agent.Changed, Path: req.Path, Info: &fi}
 		}
 		exists, last = now, fi
 		if ev != nil {
-			if err := writeFrame(st, reply{ID: req.ID, Event: ev}); err != nil {
+			if err := agent.WriteFrame(st, agent.Reply{ID: req.ID, Event: ev}); err != nil {
 				return
 			}
 		}

@@ -1,5 +1,5 @@
 // Package podagent is the sbx binary's life inside a box Pod on Kubernetes
-// (`sbx pod-agent`), the counterpart of vm/guest for the QEMU backend.
+// (`sbx pod-agent`), the counterpart of vm/guest/pid1 for the QEMU backend.
 //
 // The Pod's only container runs `sbx pod-agent serve` as its PID 1: it reaps
 // orphans and serves the agent protocol (vm/agent) on a Unix socket inside
@@ -44,8 +44,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sbx.dev/sbx/vm/agent"
-	"sbx.dev/sbx/vm/guest"
+	"sbx.dev/sbx/vm/guest/agentd"
+	"sbx.dev/sbx/vm/guest/pid1"
 )
 
 // Socket is where the agent listens inside the box container.
@@ -94,10 +94,10 @@ func NewCommand() *cobra.Command {
 			}
 			// The box's unprivileged user, as the QEMU guest's init makes
 			// it: the agent's turns and exec run as it.
-			if err := guest.ProvisionAgentUser("/", workspace); err != nil {
+			if err := pid1.ProvisionAgentUser("/", workspace); err != nil {
 				return fmt.Errorf("pod agent: the agent user: %w", err)
 			}
-			if err := guest.StartHookBroker(ctx, workspace, log); err != nil {
+			if err := pid1.StartHookBroker(ctx, workspace, log); err != nil {
 				return fmt.Errorf("pod agent: %w", err)
 			}
 			// The agent and the egress listener live and end together.
@@ -164,7 +164,7 @@ func Serve(ctx context.Context, socket, workspace string, log *slog.Logger) erro
 	if err := os.Chmod(socket, 0o600); err != nil {
 		return fmt.Errorf("pod agent: %w", err)
 	}
-	opts := agent.ServerOptions{
+	opts := agentd.ServerOptions{
 		Root:   workspace,
 		Logger: log,
 		// A container shares the node's clock and may not set it; the
@@ -173,7 +173,7 @@ func Serve(ctx context.Context, socket, workspace string, log *slog.Logger) erro
 	}
 	if os.Getpid() == 1 {
 		// PID 1 of the container's PID namespace inherits every orphan.
-		opts.Reaper = agent.NewChildReaper(ctx, log)
+		opts.Reaper = agentd.NewChildReaper(ctx, log)
 	}
 	r := &router{ctx: ctx, log: log, opts: opts, clients: map[string]*latest{}}
 	context.AfterFunc(ctx, func() { ln.Close() })
@@ -208,7 +208,7 @@ const (
 type router struct {
 	ctx     context.Context
 	log     *slog.Logger
-	opts    agent.ServerOptions
+	opts    agentd.ServerOptions
 	mu      sync.Mutex
 	clients map[string]*latest
 }
@@ -235,7 +235,7 @@ func (r *router) route(c net.Conn, wg *sync.WaitGroup) {
 		ctx, cancel := context.WithCancel(r.ctx)
 		l = &latest{next: make(chan net.Conn), ctx: ctx, cancel: cancel}
 		r.clients[id] = l
-		wg.Go(func() { _ = agent.Serve(ctx, agent.PortOpenerFunc(l.open), r.opts) })
+		wg.Go(func() { _ = agentd.Serve(ctx, agentd.PortOpenerFunc(l.open), r.opts) })
 	}
 	l.used = time.Now()
 	r.mu.Unlock()

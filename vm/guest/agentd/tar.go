@@ -1,4 +1,4 @@
-package agent
+package agentd
 
 import (
 	"archive/tar"
@@ -8,19 +8,20 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // tarOut streams req.Path as a tar archive: a directory's entries are named
 // relative to it, a file is one entry named by its base name. The walk opens
 // every entry relative to its parent's fd with O_NOFOLLOW, so nothing outside
 // the root can be read; symlinks are archived as links.
-func (s *server) tarOut(st *yamux.Stream, req request) {
-	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
-	rel, err := Rel(req.Path)
+func (s *server) tarOut(st *yamux.Stream, req agent.Request) {
+	fail := func(err error) { _ = agent.WriteFrame(st, agent.Reply{ID: req.ID, Err: agent.ToWire(err)}) }
+	rel, err := agent.Rel(req.Path)
 	if err != nil {
 		fail(err)
 		return
@@ -45,11 +46,11 @@ func (s *server) tarOut(st *yamux.Stream, req request) {
 		return
 	}
 	defer unix.Close(dfd)
-	if err := writeFrame(st, reply{ID: req.ID, Info: &fi}); err != nil {
+	if err := agent.WriteFrame(st, agent.Reply{ID: req.ID, Info: &fi}); err != nil {
 		return
 	}
 	hangup(st)
-	cw := chunkWriter{w: st}
+	cw := agent.NewChunkWriter(st)
 	tw := tar.NewWriter(cw)
 	if fi.IsDir() {
 		err = tarDir(tw, dfd, "")
@@ -131,34 +132,13 @@ func tarEntry(tw *tar.Writer, dfd int, name, entry string) error {
 	return nil // devices, fifos, sockets: not artifacts
 }
 
-// TarName checks one tar entry name: relative, no "..", no NUL; it returns
-// the cleaned name.
-func TarName(name string) (string, error) {
-	if strings.IndexByte(name, 0) >= 0 {
-		return "", fmt.Errorf("tar entry %q contains a NUL byte: %w", name, fs.ErrInvalid)
-	}
-	if strings.HasPrefix(name, "/") {
-		return "", fmt.Errorf("tar entry %q is absolute: %w", name, ErrEscape)
-	}
-	for _, comp := range strings.Split(name, "/") {
-		if comp == ".." {
-			return "", fmt.Errorf("tar entry %q has a '..': %w", name, ErrEscape)
-		}
-	}
-	c := path.Clean(name)
-	if c == "." {
-		return ".", nil
-	}
-	return c, nil
-}
-
 // tarIn unpacks the uploaded archive into req.Path. Each entry's parent is
 // opened with openat2 beneath the root, so a symlink planted by an earlier
 // entry cannot carry a later one outside; the entry itself is created with
 // O_EXCL|O_NOFOLLOW after removing what was there.
-func (s *server) tarIn(st *yamux.Stream, req request) {
-	fail := func(err error) { _ = writeFrame(st, reply{ID: req.ID, Err: toWire(err)}) }
-	dir, err := Rel(req.Path)
+func (s *server) tarIn(st *yamux.Stream, req agent.Request) {
+	fail := func(err error) { _ = agent.WriteFrame(st, agent.Reply{ID: req.ID, Err: agent.ToWire(err)}) }
+	dir, err := agent.Rel(req.Path)
 	if err != nil {
 		fail(err)
 		return
@@ -169,10 +149,10 @@ func (s *server) tarIn(st *yamux.Stream, req request) {
 	} else {
 		unix.Close(fd)
 	}
-	if err := writeFrame(st, reply{ID: req.ID}); err != nil {
+	if err := agent.WriteFrame(st, agent.Reply{ID: req.ID}); err != nil {
 		return
 	}
-	err = s.untar(tar.NewReader(&chunkReader{r: st}), dir)
+	err = s.untar(tar.NewReader(agent.NewChunkReader(st)), dir)
 	fail(err) // nil: success
 }
 
@@ -185,7 +165,7 @@ func (s *server) untar(tr *tar.Reader, dir string) error {
 		if err != nil {
 			return fmt.Errorf("untar: %w", err)
 		}
-		name, err := TarName(hdr.Name)
+		name, err := agent.TarName(hdr.Name)
 		if err != nil {
 			return err
 		}
@@ -238,7 +218,7 @@ func (s *server) untarEntry(tr *tar.Reader, hdr *tar.Header, dir, target string)
 		// A link may point anywhere: following it is confined at use.
 		return unix.Symlinkat(hdr.Linkname, pfd, base)
 	case tar.TypeLink:
-		old, err := TarName(hdr.Linkname)
+		old, err := agent.TarName(hdr.Linkname)
 		if err != nil {
 			return err
 		}

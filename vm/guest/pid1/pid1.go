@@ -1,9 +1,9 @@
-// Package guest is the sbx binary's life as PID 1 inside a box: mount what
+// Package pid1 is the sbx binary's life as PID 1 inside a box: mount what
 // the box needs, load the stock kernel's modules, find the disks by serial,
 // optionally switch into the image's root filesystem, then serve the host's
 // agent protocol on the sbx.agent port. PID 1 never exits: a fatal error is
 // logged to the console and the machine powers off.
-package guest
+package pid1
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest/agentd"
 )
 
 // Contract with the host (vm/README.md).
@@ -272,11 +272,11 @@ func run(ctx context.Context, console io.Writer, consoleWaited time.Duration, lo
 	}
 	log.Info("sbx init ready", "port", port, "took", time.Since(start).Round(time.Millisecond), "console_wait", consoleWaited.Round(time.Millisecond))
 
-	reaper := agent.NewChildReaper(ctx, log)
-	opener := agent.PortOpenerFunc(func(context.Context) (io.ReadWriteCloser, error) {
+	reaper := agentd.NewChildReaper(ctx, log)
+	opener := agentd.PortOpenerFunc(func(context.Context) (io.ReadWriteCloser, error) {
 		return os.OpenFile(port, os.O_RDWR, 0)
 	})
-	err = agent.Serve(ctx, opener, agent.ServerOptions{
+	err = agentd.Serve(ctx, opener, agentd.ServerOptions{
 		Root:   Workspace,
 		Logger: log,
 		Reaper: reaper,

@@ -1,4 +1,4 @@
-package guest_test
+package pid1_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
-	"sbx.dev/sbx/vm/guest"
+	"sbx.dev/sbx/vm/guest/pid1"
 	"sbx.dev/sbx/vm/initramfs"
 	"sbx.dev/sbx/vm/kernel"
 )
@@ -28,17 +28,17 @@ import (
 func TestParseCmdline(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want guest.Cmdline
+		want pid1.Cmdline
 	}{
-		{"console=hvc0 quiet", guest.Cmdline{}},
-		{"sbx.debug=1", guest.Cmdline{Debug: true}},
-		{"sbx.debug=0 sbx.modules=", guest.Cmdline{}},
-		{"sbx.modules=virtio_mmio,virtio_console.ko,,ext4 x=y", guest.Cmdline{Modules: []string{"virtio_mmio", "virtio_console.ko", "ext4"}}},
-		{"sbx.debugx=1 sbx.debug", guest.Cmdline{Debug: true}},
-		{"quiet sbx.net=1", guest.Cmdline{Net: true}},
-		{"sbx.net=0 sbx.net", guest.Cmdline{}},
+		{"console=hvc0 quiet", pid1.Cmdline{}},
+		{"sbx.debug=1", pid1.Cmdline{Debug: true}},
+		{"sbx.debug=0 sbx.modules=", pid1.Cmdline{}},
+		{"sbx.modules=virtio_mmio,virtio_console.ko,,ext4 x=y", pid1.Cmdline{Modules: []string{"virtio_mmio", "virtio_console.ko", "ext4"}}},
+		{"sbx.debugx=1 sbx.debug", pid1.Cmdline{Debug: true}},
+		{"quiet sbx.net=1", pid1.Cmdline{Net: true}},
+		{"sbx.net=0 sbx.net", pid1.Cmdline{}},
 	} {
-		got := guest.ParseCmdline(tc.in)
+		got := pid1.ParseCmdline(tc.in)
 		if got.Debug != tc.want.Debug || got.Net != tc.want.Net || strings.Join(got.Modules, ",") != strings.Join(tc.want.Modules, ",") {
 			t.Errorf("ParseCmdline(%q) = %+v, want %+v", tc.in, got, tc.want)
 		}
@@ -169,14 +169,14 @@ func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 		"-chardev", "stdio,id=con,signal=off",
 		"-device", "virtconsole,chardev=con",
 		"-chardev", "socket,id=agent,path=" + sock + ",server=on,wait=off",
-		"-device", "virtserialport,chardev=agent,name=" + guest.AgentPort,
+		"-device", "virtserialport,chardev=agent,name=" + pid1.AgentPort,
 		"-drive", "id=ws,if=none,format=raw,file=" + b.ws,
-		"-device", "virtio-blk-device,drive=ws,serial=" + guest.WorkspaceSerial,
+		"-device", "virtio-blk-device,drive=ws,serial=" + pid1.WorkspaceSerial,
 	}
 	if rootImage != "" {
 		args = append(args,
 			"-drive", "id=root,if=none,format=raw,file="+rootImage,
-			"-device", "virtio-blk-device,drive=root,serial="+guest.RootSerial)
+			"-device", "virtio-blk-device,drive=root,serial="+pid1.RootSerial)
 	}
 	b.cmd = exec.Command(qemu, args...)
 	b.cmd.Stdout = b.console
@@ -307,7 +307,7 @@ func TestBootSmallKernel(t *testing.T) {
 // the repository's .sbx), else one in its build cache
 // (${SBX_CACHE:-~/.cache/sbx}, which may hold older builds too).
 func smallKernel() (kernel.Kernel, bool) {
-	for _, d := range []string{os.Getenv("SBX_DATA"), "../../.sbx"} {
+	for _, d := range []string{os.Getenv("SBX_DATA"), "../../../.sbx"} {
 		if d == "" {
 			continue
 		}
@@ -523,17 +523,17 @@ func TestBootSwitchesIntoRootImage(t *testing.T) {
 	if got := b.run(t, "ls", "/"); strings.Contains(got, "init\n") || strings.Contains(got, "newroot") {
 		t.Errorf("initramfs still visible at /:\n%s", got)
 	}
-	if got := b.run(t, "stat", "-c", "%s %a", guest.InstalledPath); !strings.HasSuffix(strings.TrimSpace(got), "755") ||
+	if got := b.run(t, "stat", "-c", "%s %a", pid1.InstalledPath); !strings.HasSuffix(strings.TrimSpace(got), "755") ||
 		strings.HasPrefix(got, "0 ") {
-		t.Errorf("%s: %q", guest.InstalledPath, got)
+		t.Errorf("%s: %q", pid1.InstalledPath, got)
 	}
 	// It is the running init, read-only: the agent cannot swap the binary
 	// its hooks run.
-	if got := b.run(t, "sh", "-c", "cat /proc/1/exe | cmp - "+guest.InstalledPath+" && echo same"); got != "same\n" {
-		t.Errorf("%s is not the running init: %q", guest.InstalledPath, got)
+	if got := b.run(t, "sh", "-c", "cat /proc/1/exe | cmp - "+pid1.InstalledPath+" && echo same"); got != "same\n" {
+		t.Errorf("%s is not the running init: %q", pid1.InstalledPath, got)
 	}
-	if got := b.run(t, "sh", "-c", "if echo x 2>/dev/null >"+guest.InstalledPath+"; then echo written; fi"); strings.Contains(got, "written") {
-		t.Errorf("%s is writable", guest.InstalledPath)
+	if got := b.run(t, "sh", "-c", "if echo x 2>/dev/null >"+pid1.InstalledPath+"; then echo written; fi"); strings.Contains(got, "written") {
+		t.Errorf("%s is writable", pid1.InstalledPath)
 	}
 	mounts := b.run(t, "cat", "/proc/mounts")
 	for _, want := range []string{"/workspace ext4", "/ ext4", "/proc proc", "/dev devtmpfs"} {
@@ -566,7 +566,7 @@ func BenchmarkGuestPing(b *testing.B) {
 
 // The guest's copy of the egress contract matches vm's.
 func TestGatewayMatchesVM(t *testing.T) {
-	if guest.GatewayIP != vm.EgressIP || guest.GatewayName != vm.EgressHostname {
-		t.Fatalf("guest %s %s, vm %s %s", guest.GatewayIP, guest.GatewayName, vm.EgressIP, vm.EgressHostname)
+	if pid1.GatewayIP != vm.EgressIP || pid1.GatewayName != vm.EgressHostname {
+		t.Fatalf("guest %s %s, vm %s %s", pid1.GatewayIP, pid1.GatewayName, vm.EgressIP, vm.EgressHostname)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package agentd
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/creack/pty"
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // Reaper starts processes and reports their exit. In PID 1 one reaper must
@@ -150,7 +152,7 @@ func (c *connState) pending(id uint64) *pendingExec {
 
 // attach hands a stdio stream to its exec call and holds it until the exec
 // is done with it.
-func (c *connState) attach(st *yamux.Stream, req request) {
+func (c *connState) attach(st *yamux.Stream, req agent.Request) {
 	if req.FD < 0 || req.FD > 2 {
 		return
 	}
@@ -171,10 +173,10 @@ func (c *connState) attach(st *yamux.Stream, req request) {
 // attachTimeout bounds the wait for an exec's three stdio streams.
 const attachTimeout = 10 * time.Second
 
-func (c *connState) exec(ctx context.Context, ctl *yamux.Stream, req request) {
+func (c *connState) exec(ctx context.Context, ctl *yamux.Stream, req agent.Request) {
 	s := c.srv
 	fail := func(err error) {
-		_ = writeFrame(ctl, reply{ID: req.ID, Err: toWire(err)})
+		_ = agent.WriteFrame(ctl, agent.Reply{ID: req.ID, Err: agent.ToWire(err)})
 	}
 	pe := c.pending(req.ID)
 	c.mu.Lock()
@@ -223,7 +225,7 @@ func (c *connState) exec(ctx context.Context, ctl *yamux.Stream, req request) {
 	// a session shutdown for a frame it already sent. Processes outlive
 	// their connection anyway (a gateway restart must not kill work), so
 	// the process keeps running either way.
-	if err := writeFrame(ctl, reply{ID: req.ID, PID: p.pid}); err != nil {
+	if err := agent.WriteFrame(ctl, agent.Reply{ID: req.ID, PID: p.pid}); err != nil {
 		s.log.Debug("agent: exec reply", "pid", p.pid, "err", err)
 	}
 	s.log.Debug("agent: exec", "pid", p.pid, "argv", req.Exec.Argv)
@@ -240,7 +242,7 @@ type process struct {
 	gone   atomic.Bool // reaped: its pid may be reused
 }
 
-func (s *server) startProcess(req ExecRequest) (*process, error) {
+func (s *server) startProcess(req agent.ExecRequest) (*process, error) {
 	if err := checkUser(req.User); err != nil {
 		return nil, err
 	}
@@ -287,10 +289,10 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 			return nil, fmt.Errorf("exec: set pty size: %w", err)
 		}
 		p.tty = master
-		if req.User == AgentUser {
+		if req.User == agent.AgentUser {
 			// The terminal is the agent's (as login does), so what opens
 			// its own tty by name (less, ssh, git's pager) may.
-			if err := slave.Chown(AgentUID, -1); err != nil {
+			if err := slave.Chown(agent.AgentUID, -1); err != nil {
 				master.Close()
 				slave.Close()
 				return nil, fmt.Errorf("exec: chown pty: %w", err)
@@ -321,7 +323,7 @@ func (s *server) startProcess(req ExecRequest) (*process, error) {
 		childFiles = []*os.File{ends[0][1], ends[1][1], ends[2][1]}
 		attr.Sys.Setpgid = true
 	}
-	if req.User == AgentUser {
+	if req.User == agent.AgentUser {
 		// The trampoline starts on /dev/null and gets the process's stdio
 		// as fds 3-5 (see NewDropCommand): nothing the guest binary links
 		// may talk to the terminal before the target runs.
@@ -365,14 +367,14 @@ func (p *process) closeAll() {
 }
 
 // control applies a resize or signal request.
-func (p *process) control(req request) error {
+func (p *process) control(req agent.Request) error {
 	switch req.Op {
-	case opResize:
+	case agent.OpResize:
 		if p.tty == nil {
 			return fmt.Errorf("resize: process has no tty: %w", errInvalid)
 		}
 		return pty.Setsize(p.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
-	case opSignal:
+	case agent.OpSignal:
 		if p.gone.Load() {
 			return errors.New("signal: process has exited") // the pid may already belong to someone else
 		}
@@ -389,21 +391,21 @@ func (p *process) control(req request) error {
 func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *slog.Logger) {
 	defer p.closeAll()
 	var ctlMu sync.Mutex // acks and the exit frame share ctl
-	send := func(rep reply) error {
+	send := func(rep agent.Reply) error {
 		ctlMu.Lock()
 		defer ctlMu.Unlock()
-		return writeFrame(ctl, rep)
+		return agent.WriteFrame(ctl, rep)
 	}
 	// Control frames: resize and signal, until the host closes ctl. Each is
 	// acknowledged once applied, so a resize is in effect before the input
 	// the host sends after it.
 	go func() {
 		for {
-			var req request
-			if err := readFrame(ctl, &req); err != nil {
+			var req agent.Request
+			if err := agent.ReadFrame(ctl, &req); err != nil {
 				return
 			}
-			if send(reply{ID: req.ID, Err: toWire(p.control(req))}) != nil {
+			if send(agent.Reply{ID: req.ID, Err: agent.ToWire(p.control(req))}) != nil {
 				return
 			}
 		}
@@ -440,14 +442,14 @@ func (p *process) run(ctl *yamux.Stream, st [3]*yamux.Stream, id uint64, log *sl
 		out(p.stderr, st[2])
 	}
 	exit := p.finish(pumps, &outs)
-	if err := send(reply{ID: id, Exit: &exit}); err != nil {
+	if err := send(agent.Reply{ID: id, Exit: &exit}); err != nil {
 		log.Debug("agent: send exit", "pid", p.pid, "err", err)
 	}
 }
 
 // finish waits for the process to exit and for its output pumps to deliver
 // what it wrote, and says how it ended.
-func (p *process) finish(pumps []*pump, outs *sync.WaitGroup) ExitStatus {
+func (p *process) finish(pumps []*pump, outs *sync.WaitGroup) agent.ExitStatus {
 	ws := <-p.exited
 	p.gone.Store(true)
 	// Drain what the process wrote; then cut outputs that stay idle, which
@@ -468,9 +470,9 @@ wait:
 		}
 	}
 	if ws.Signaled() {
-		return ExitStatus{Code: -1, Signal: unix.SignalName(ws.Signal())}
+		return agent.ExitStatus{Code: -1, Signal: unix.SignalName(ws.Signal())}
 	}
-	return ExitStatus{Code: ws.ExitStatus()}
+	return agent.ExitStatus{Code: ws.ExitStatus()}
 }
 
 // pump copies process output to a stream and knows whether it is waiting for
@@ -505,7 +507,7 @@ func (pm *pump) copy(head int, send func(b []byte) error) {
 }
 
 // pumpBuf is the most output one read moves.
-const pumpBuf = 32 << 10
+const pumpBuf = agent.MaxExecData
 
 func (pm *pump) cutIfIdle(after time.Duration) {
 	since := pm.idleSince.Load()

@@ -1,4 +1,8 @@
-package agent
+// Package agentd is the guest's end of the agent protocol (vm/agent): Serve
+// answers the host's Client inside a box — files confined to /workspace,
+// processes (as root or dropped to the agent user), the clock, entropy and
+// power — for PID 1 (vm/guest/pid1) and the Kubernetes pod agent.
+package agentd
 
 import (
 	"context"
@@ -15,6 +19,8 @@ import (
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/vm/agent"
 )
 
 // PortOpener opens the byte stream to the host (in a box: the sbx.agent
@@ -48,9 +54,10 @@ type ServerOptions struct {
 	// WatchInterval is the poll period of Watch; default 100ms.
 	WatchInterval time.Duration
 
-	// noExecStream answers opExecStream as agents before it did (tests of
-	// the client's fallback).
-	noExecStream bool
+	// NoExecStream answers agent.OpExecStream as agents before it did:
+	// the client's fallback to the four-stream exec is tested against it
+	// (vm/agent's tests, which cannot reach an unexported field from here).
+	NoExecStream bool
 }
 
 // DefaultEnv is the environment every executed process starts from.
@@ -200,7 +207,7 @@ func (s *server) close() { unix.Close(s.rootFD) }
 func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	gc, err := guestHandshake(conn)
+	gc, err := agent.GuestHandshake(conn)
 	if err != nil {
 		if !errors.Is(err, io.EOF) && ctx.Err() == nil {
 			s.log.Debug("agent: handshake", "err", err)
@@ -210,7 +217,7 @@ func (s *server) serveConn(ctx context.Context, conn io.ReadWriteCloser) error {
 	if pp, ok := conn.(*persistentPort); ok {
 		pp.joined.Store(true)
 	}
-	sess, err := yamux.Server(joinFrames(gc), yamuxConfig(false))
+	sess, err := yamux.Server(agent.JoinFrames(gc), agent.YamuxConfig(false))
 	if err != nil {
 		s.log.Warn("agent: start yamux", "err", err)
 		return err
@@ -252,76 +259,76 @@ type connState struct {
 }
 
 func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
-	var req request
-	if err := readFrame(st, &req); err != nil {
+	var req agent.Request
+	if err := agent.ReadFrame(st, &req); err != nil {
 		c.srv.log.Debug("agent: bad request", "err", err)
 		return
 	}
 	s := c.srv
-	answer := func(rep reply, err error) {
+	answer := func(rep agent.Reply, err error) {
 		rep.ID = req.ID
-		rep.Err = toWire(err)
-		if err := writeFrame(st, rep); err != nil {
+		rep.Err = agent.ToWire(err)
+		if err := agent.WriteFrame(st, rep); err != nil {
 			s.log.Debug("agent: reply", "op", req.Op, "err", err)
 		}
 	}
 	switch req.Op {
-	case opPing:
+	case agent.OpPing:
 		h := s.health()
-		answer(reply{Health: &h}, nil)
-	case opExec:
+		answer(agent.Reply{Health: &h}, nil)
+	case agent.OpExec:
 		c.exec(ctx, st, req)
-	case opAttach:
+	case agent.OpAttach:
 		c.attach(st, req)
-	case opExecStream:
-		if s.opts.noExecStream {
-			answer(reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
+	case agent.OpExecStream:
+		if s.opts.NoExecStream {
+			answer(agent.Reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
 			return
 		}
 		c.execStream(st, req)
-	case opResize, opSignal:
-		answer(reply{}, c.control(req))
-	case opStat:
+	case agent.OpResize, agent.OpSignal:
+		answer(agent.Reply{}, c.control(req))
+	case agent.OpStat:
 		fi, err := s.stat(req.Path)
-		answer(reply{Info: &fi}, err)
-	case opReadDir:
+		answer(agent.Reply{Info: &fi}, err)
+	case agent.OpReadDir:
 		infos, err := s.readDir(req.Path)
 		// Big directories go out in batches so no frame nears MaxFrame.
 		for err == nil && len(infos) > readDirBatch {
-			if werr := writeFrame(st, reply{ID: req.ID, Infos: infos[:readDirBatch], More: true}); werr != nil {
+			if werr := agent.WriteFrame(st, agent.Reply{ID: req.ID, Infos: infos[:readDirBatch], More: true}); werr != nil {
 				return
 			}
 			infos = infos[readDirBatch:]
 		}
-		answer(reply{Infos: infos}, err)
-	case opMkdirAll:
-		answer(reply{}, s.mkdirAll(req.Path, req.Mode))
-	case opRemove:
-		answer(reply{}, s.remove(req.Path))
-	case opRead:
+		answer(agent.Reply{Infos: infos}, err)
+	case agent.OpMkdirAll:
+		answer(agent.Reply{}, s.mkdirAll(req.Path, req.Mode))
+	case agent.OpRemove:
+		answer(agent.Reply{}, s.remove(req.Path))
+	case agent.OpRead:
 		s.readFile(st, req)
-	case opTarOut:
+	case agent.OpTarOut:
 		s.tarOut(st, req)
-	case opWrite:
+	case agent.OpWrite:
 		s.writeFile(st, req)
-	case opTarIn:
+	case agent.OpTarIn:
 		s.tarIn(st, req)
-	case opWatch:
+	case agent.OpWatch:
 		s.watch(ctx, st, req)
-	case opClock:
-		answer(reply{}, s.setClock(time.Unix(0, req.Time)))
-	case opReseed:
-		answer(reply{}, reseed(req.Data))
-	case opShutdown:
+	case agent.OpClock:
+		answer(agent.Reply{}, s.setClock(time.Unix(0, req.Time)))
+	case agent.OpReseed:
+		answer(agent.Reply{}, reseed(req.Data))
+	case agent.OpShutdown:
 		if s.opts.Shutdown == nil {
-			answer(reply{}, errors.New("shutdown is not supported here"))
+			answer(agent.Reply{}, errors.New("shutdown is not supported here"))
 			return
 		}
 		// The hook schedules the power-off and returns, so its error still
 		// reaches the host.
-		answer(reply{}, s.opts.Shutdown(ctx))
+		answer(agent.Reply{}, s.opts.Shutdown(ctx))
 	default:
-		answer(reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
+		answer(agent.Reply{}, fmt.Errorf("unknown op %q: %w", req.Op, errInvalid))
 	}
 }
 
@@ -330,8 +337,8 @@ var errInvalid = os.ErrInvalid
 // readDirBatch is the number of entries per ReadDir frame.
 const readDirBatch = 1000
 
-func (s *server) health() Health {
-	h := Health{Time: time.Now(), Root: s.root, Version: ProtocolVersion}
+func (s *server) health() agent.Health {
+	h := agent.Health{Time: time.Now(), Root: s.root, Version: agent.ProtocolVersion}
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) == nil {
 		unit := uint64(si.Unit)

@@ -1,4 +1,4 @@
-package guest
+package pid1
 
 import (
 	"bytes"

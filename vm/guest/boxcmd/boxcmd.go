@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/vm/agent"
+	"sbx.dev/sbx/vm/guest/agentd"
 )
 
 // TurnDir is where a box keeps its turns' output and exit files, outside
@@ -48,7 +49,7 @@ func NewCommand() *cobra.Command {
 	}
 	// drop is the guest agent's trampoline to the unprivileged user
 	// (ExecRequest.User); it lives with the agent that starts it.
-	root.AddCommand(runCommand(), followCommand(), scriptAgentCommand(), agent.NewDropCommand())
+	root.AddCommand(runCommand(), followCommand(), scriptAgentCommand(), agentd.NewDropCommand())
 	return root
 }
 
@@ -181,8 +182,8 @@ func supervised(argv []string, w *os.File, user string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	prog, args := agent.AsAgent(path, argv)
-	c := &exec.Cmd{Path: prog, Args: args, Env: agent.AgentEnv(os.Environ())}
+	prog, args := agentd.AsAgent(path, argv)
+	c := &exec.Cmd{Path: prog, Args: args, Env: agentd.AgentEnv(os.Environ())}
 	c.ExtraFiles = []*os.File{null, w, w}
 	return c, nil
 }
