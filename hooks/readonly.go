@@ -1,5 +1,7 @@
 package hooks
 
+import "sbx.dev/sbx/hooks/toolcall"
+
 // readOnlyTools are the tools the side-question lane may use without further
 // checks: they read files and directories and nothing else. BashOutput reads
 // the output of a background shell the lane itself started.
@@ -20,22 +22,22 @@ var readOnlyTools = map[string]bool{
 
 // ReadOnly decides for the side-question lane: allow tools that only read,
 // and Bash commands that CheckReadOnly accepts; deny the rest.
-func ReadOnly(in *Input) Decision {
+func ReadOnly(in *toolcall.Input) toolcall.Decision {
 	if readOnlyTools[in.ToolName] {
-		return allow("read-only tool")
+		return toolcall.Allow("read-only tool")
 	}
 	if in.ToolName != "Bash" {
-		return deny("This is the read-only side-question lane: the %s tool is not allowed here. "+
+		return toolcall.Deny("This is the read-only side-question lane: the %s tool is not allowed here. "+
 			"Use Read, Glob, Grep, LS or read-only Bash commands, and answer the question.", in.ToolName)
 	}
-	cmd, err := in.toolString("command")
+	cmd, err := in.ToolString("command")
 	if err != nil {
-		return deny("read-only lane: %v", err)
+		return toolcall.Deny("read-only lane: %v", err)
 	}
 	if err := CheckReadOnly(cmd); err != nil {
-		return deny("This is the read-only side-question lane and this command could change something: %v. "+
+		return toolcall.Deny("This is the read-only side-question lane and this command could change something: %v. "+
 			"Only read-only programs (ls, cat, grep, rg, find, git log/diff/show/status, sed -n, awk, jq, ...) "+
 			"without output redirection are allowed.", err)
 	}
-	return allow("read-only command")
+	return toolcall.Allow("read-only command")
 }

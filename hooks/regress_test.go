@@ -3,6 +3,8 @@ package hooks
 import (
 	"strings"
 	"testing"
+
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // Holes found while building the read-only lane, one regression each.
@@ -10,7 +12,7 @@ import (
 // encoding/json matches struct fields case-insensitively; Claude Code runs
 // the exact key. {"command":"rm","Command":"ls"} must be judged as rm.
 func TestRegressionJSONKeyCaseSmuggling(t *testing.T) {
-	in, err := ParseInput(strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf x","Command":"ls"}}`))
+	in, err := toolcall.ParseInput(strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf x","Command":"ls"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // DefaultWorkspace is the box's workspace, where the question file and the
@@ -24,19 +26,19 @@ const DefaultWorkspace = "/workspace"
 const LogFile = ".agent.hooks.log"
 
 // deciders are the hooks by name.
-var deciders = map[string]func(cfg Config) func(*Input) Decision{
-	"guard": func(cfg Config) func(*Input) Decision {
+var deciders = map[string]func(cfg Config) func(*toolcall.Input) toolcall.Decision{
+	"guard": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
 		return Guard{Home: cfg.Home, Workspace: cfg.Workspace, Log: cfg.Log, State: cfg.State}.Decide
 	},
-	"ask-gate": func(cfg Config) func(*Input) Decision {
+	"ask-gate": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
 	},
-	"read-only": func(Config) func(*Input) Decision { return ReadOnly },
+	"read-only": func(Config) func(*toolcall.Input) toolcall.Decision { return ReadOnly },
 	// lane is the lane's own hook from one fixed command (the box's managed
 	// settings pin a single list of hooks for both lanes): read-only in the
 	// side lane (SBX_LANE=side, set by the gateway when it starts the
 	// process), the ask-gate in the driver's.
-	"lane": func(cfg Config) func(*Input) Decision {
+	"lane": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
 		if cfg.Lane == SideLane {
 			return ReadOnly
 		}
@@ -129,21 +131,21 @@ func decide(args []string, stdin io.Reader, stderr io.Writer, cfg Config, fixed 
 		cfg.Home = DefaultHome
 	}
 
-	in, err := ParseInput(stdin)
-	var d Decision
+	in, err := toolcall.ParseInput(stdin)
+	var d toolcall.Decision
 	switch mk, known := deciders[name]; {
 	case !known:
-		d = deny("unknown hook %q (known: %s)", name, strings.Join(Names(), ", "))
+		d = toolcall.Deny("unknown hook %q (known: %s)", name, strings.Join(Names(), ", "))
 	case !filepath.IsAbs(cfg.Workspace):
-		d = deny("workspace %q is not an absolute path", cfg.Workspace)
+		d = toolcall.Deny("workspace %q is not an absolute path", cfg.Workspace)
 	case err != nil:
-		d = deny("%v", err)
+		d = toolcall.Deny("%v", err)
 	default:
 		d = mk(cfg)(in)
 	}
 	if err := appendDecision(cfg.Log, name, in, d, cfg.Peer); err != nil {
 		// Unlogged decisions would not show in the transcript: deny.
-		d = Decision{Reason: fmt.Sprintf("%s (and the decision log failed: %v)", d.Reason, err)}
+		d = toolcall.Decision{Reason: fmt.Sprintf("%s (and the decision log failed: %v)", d.Reason, err)}
 	}
 	if d.Allow {
 		return ExitAllow
@@ -172,7 +174,7 @@ const maxDetail = 2000
 
 // appendDecision appends one JSON line. A single write to an O_APPEND file
 // keeps lines from concurrent hooks whole.
-func appendDecision(path, hook string, in *Input, d Decision, peer *Peer) error {
+func appendDecision(path, hook string, in *toolcall.Input, d toolcall.Decision, peer *Peer) error {
 	e := Entry{Time: time.Now().UTC(), Hook: hook, Decision: "deny", Reason: d.Reason, Peer: peer}
 	if d.Allow {
 		e.Decision = "allow"
@@ -180,7 +182,7 @@ func appendDecision(path, hook string, in *Input, d Decision, peer *Peer) error 
 	if in != nil {
 		e.Session, e.Tool = in.SessionID, in.ToolName
 		for _, k := range []string{"command", "file_path", "notebook_path", "path", "url"} {
-			if s, ok, err := stringField(in.ToolInput, k); ok && err == nil {
+			if s, ok, err := toolcall.StringField(in.ToolInput, k); ok && err == nil {
 				e.Detail = truncate(s, maxDetail)
 				break
 			}
