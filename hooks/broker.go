@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
 	"sbx.dev/sbx/hooks/toolcall"
 )
 

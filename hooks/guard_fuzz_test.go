@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"sbx.dev/sbx/hooks/internal/shelltest"
+	"sbx.dev/sbx/hooks/shell"
 )
 
 // fuzzSecret is the value of every secret variable in the oracle's
@@ -47,7 +50,7 @@ func FuzzGuard(f *testing.F) {
 		if err != nil {
 			return
 		}
-		file, perr := parseBash(cmd)
+		file, perr := shell.Parse(cmd)
 		if perr != nil {
 			t.Fatalf("allowed %q that does not parse: %v", cmd, perr)
 		}
@@ -59,7 +62,7 @@ func FuzzGuard(f *testing.F) {
 func TestGuardAllowedUnderInterpreter(t *testing.T) {
 	dir := t.TempDir()
 	for _, cmd := range guardAllowed {
-		file, err := parseBash(cmd)
+		file, err := shell.Parse(cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +103,7 @@ func guardOracle(t testing.TB, dir, cmd string, file *syntax.File) {
 		return splitPath(filepath.Clean(starStar(p))) // bash without globstar
 	}
 	substitutes := strings.Contains(cmd, "$(") || strings.Contains(cmd, "`") || strings.Contains(cmd, "<(")
-	runUnderInterp(t, dir, cmd, file, env, false,
+	shelltest.RunUnderInterp(t, dir, cmd, file, env, false,
 		func(args []string) {
 			base := filepath.Base(args[0])
 			for _, a := range args[1:] {
@@ -124,7 +127,7 @@ func guardOracle(t testing.TB, dir, cmd string, file *syntax.File) {
 			}
 		},
 		func(path string, write bool) {
-			path = unescapeUnquoted(path) // see runAllowed
+			path = shell.UnescapeUnquoted(path) // see runAllowed
 			if why := boxGuard.writeProtected(abs(path), false); write && why != "" {
 				t.Errorf("allowed %q, which opens %s for writing (%s)", cmd, path, why)
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"sbx.dev/sbx/hooks/readonly"
 	"sbx.dev/sbx/hooks/toolcall"
 )
 
@@ -33,14 +34,14 @@ var deciders = map[string]func(cfg Config) func(*toolcall.Input) toolcall.Decisi
 	"ask-gate": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
 	},
-	"read-only": func(Config) func(*toolcall.Input) toolcall.Decision { return ReadOnly },
+	"read-only": func(Config) func(*toolcall.Input) toolcall.Decision { return readonly.Decide },
 	// lane is the lane's own hook from one fixed command (the box's managed
 	// settings pin a single list of hooks for both lanes): read-only in the
 	// side lane (SBX_LANE=side, set by the gateway when it starts the
 	// process), the ask-gate in the driver's.
 	"lane": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
 		if cfg.Lane == SideLane {
-			return ReadOnly
+			return readonly.Decide
 		}
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
 	},

@@ -1,4 +1,8 @@
-package hooks
+// Package readonly is the side-question lane's hook: tools that only read,
+// and Bash commands that cannot write, checked against an allow-list of
+// programs (with their own rules for sed, awk and git) over the parsed
+// syntax tree. The guard asks it whether a program only reads.
+package readonly
 
 import "sbx.dev/sbx/hooks/toolcall"
 
@@ -20,9 +24,9 @@ var readOnlyTools = map[string]bool{
 	"BashOutput":   true,
 }
 
-// ReadOnly decides for the side-question lane: allow tools that only read,
-// and Bash commands that CheckReadOnly accepts; deny the rest.
-func ReadOnly(in *toolcall.Input) toolcall.Decision {
+// Decide decides for the side-question lane: allow tools that only read,
+// and Bash commands that CheckBash accepts; deny the rest.
+func Decide(in *toolcall.Input) toolcall.Decision {
 	if readOnlyTools[in.ToolName] {
 		return toolcall.Allow("read-only tool")
 	}
@@ -34,7 +38,7 @@ func ReadOnly(in *toolcall.Input) toolcall.Decision {
 	if err != nil {
 		return toolcall.Deny("read-only lane: %v", err)
 	}
-	if err := CheckReadOnly(cmd); err != nil {
+	if err := CheckBash(cmd); err != nil {
 		return toolcall.Deny("This is the read-only side-question lane and this command could change something: %v. "+
 			"Only read-only programs (ls, cat, grep, rg, find, git log/diff/show/status, sed -n, awk, jq, ...) "+
 			"without output redirection are allowed.", err)
