@@ -38,7 +38,11 @@
 //	  {"type": "command", "command": "/usr/local/bin/sbx hook guard", "timeout": 30},
 //	  {"type": "command", "command": "/usr/local/bin/sbx hook lane", "timeout": 30}]}]}}
 //
-// This package runs in the guest and imports no server package.
+// This package holds the command, the root broker and the ask-gate; the
+// lanes are its subpackages: guard, readonly (the read-only lane), shell
+// (what both know about bash: the parser, the bounds, a word's description)
+// and toolcall (the hook input and the decision every lane returns). They
+// run in the guest and import no server package.
 package hooks
 
 // Exit statuses Claude Code understands. Nothing else may leave a hook.

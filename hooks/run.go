@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"sbx.dev/sbx/hooks/guard"
 	"sbx.dev/sbx/hooks/readonly"
 	"sbx.dev/sbx/hooks/toolcall"
 )
@@ -24,12 +25,12 @@ const DefaultWorkspace = "/workspace"
 
 // LogFile is the decision log's name in the workspace (one JSON line per
 // decision), unless SBX_HOOK_LOG or --log names another file.
-const LogFile = ".agent.hooks.log"
+const LogFile = toolcall.LogFile
 
 // deciders are the hooks by name.
 var deciders = map[string]func(cfg Config) func(*toolcall.Input) toolcall.Decision{
 	"guard": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
-		return Guard{Home: cfg.Home, Workspace: cfg.Workspace, Log: cfg.Log, State: cfg.State}.Decide
+		return guard.Guard{Home: cfg.Home, Workspace: cfg.Workspace, Log: cfg.Log, State: cfg.State}.Decide
 	},
 	"ask-gate": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
@@ -64,8 +65,8 @@ func Names() []string {
 type Config struct {
 	Workspace string // absolute; default DefaultWorkspace
 	Log       string // default Workspace/LogFile
-	Home      string // the agent's home (HOME); default DefaultHome
-	State     string // the guard's session state; default Workspace/StateDir
+	Home      string // the agent's home (HOME); default guard.DefaultHome
+	State     string // the guard's session state; default Workspace/guard.StateDir
 	Lane      string // SBX_LANE: SideLane for the read-only lane, else the driver's
 	Peer      *Peer  // who asked, when the broker decides; logged
 }
@@ -126,10 +127,10 @@ func decide(args []string, stdin io.Reader, stderr io.Writer, cfg Config, fixed 
 		cfg.Log = filepath.Join(cfg.Workspace, LogFile)
 	}
 	if cfg.State == "" {
-		cfg.State = filepath.Join(cfg.Workspace, StateDir)
+		cfg.State = filepath.Join(cfg.Workspace, guard.StateDir)
 	}
 	if !filepath.IsAbs(cfg.Home) {
-		cfg.Home = DefaultHome
+		cfg.Home = guard.DefaultHome
 	}
 
 	in, err := toolcall.ParseInput(stdin)

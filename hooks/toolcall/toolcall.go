@@ -18,6 +18,10 @@ import (
 // carries its whole content; past this the call is denied, not truncated.
 const MaxInput = 64 << 20
 
+// LogFile is the decision log's name in the workspace (one JSON line per
+// decision): the command writes it and the guard protects it.
+const LogFile = ".agent.hooks.log"
+
 // Input is the part of Claude Code's PreToolUse payload the hooks use.
 type Input struct {
 	SessionID      string

@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // What the guard remembers across the calls of one session: the files a
 // command filled from the environment or a secret. A later command that

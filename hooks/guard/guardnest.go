@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // The guard's rules for programs that run other code: shells, wrappers,
 // interpreters, git and claude.

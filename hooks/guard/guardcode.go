@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // The guard's reading of code it is handed as text: interpreter code
 // (python -c, node -e, heredocs) and the content a Write or Edit plants in

@@ -1,7 +1,6 @@
-package hooks
+package guard
 
 import (
-	"bytes"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,32 +19,27 @@ const fuzzSecret = "s3cr3t-t0ken-value"
 
 // FuzzGuard checks the decision path: CheckBash never panics (an internal
 // error is a deny, but one the fuzzer should not find), a command that does
-// not parse is never allowed, Main exits 0 or 2 only, and every command it
-// allows is run by mvdan.cc/sh's interpreter (nothing executes for real)
-// as a second opinion: at run time no network tool may get a secret's
-// value, and no protected file may be opened for writing or reading.
+// not parse is never allowed, and every command it allows is run by
+// mvdan.cc/sh's interpreter (nothing executes for real) as a second
+// opinion: at run time no network tool may get a secret's value, and no
+// protected file may be opened for writing or reading. FuzzGuardMain in
+// package hooks fuzzes the same commands through the hook command.
 func FuzzGuard(f *testing.F) {
-	for _, c := range guardAllowed {
+	for _, c := range shelltest.GuardAllowed {
 		f.Add(c)
 	}
-	for _, c := range guardDenied {
+	for _, c := range shelltest.GuardDenied {
 		f.Add(c)
 	}
-	getenv, _ := guardEnv(f)
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, cmd string) {
-		// A hook that hangs is a deny after selfDeadline, but a hang is
+		// A hook that hangs is a deny after its deadline, but a hang is
 		// still a bug: crash with the input so the fuzzer records it.
 		hang := time.AfterFunc(10*time.Second, func() { panic("guard hangs on " + strconv.Quote(cmd)) })
 		defer hang.Stop()
 		err := boxGuard.CheckBash(cmd, dir)
 		if err != nil && strings.Contains(err.Error(), "internal error") {
 			t.Fatalf("%q: %v", cmd, err)
-		}
-		var stderr bytes.Buffer
-		code := Main([]string{"guard"}, bytes.NewReader(bash(cmd)), &stderr, getenv)
-		if code != ExitAllow && code != ExitDeny {
-			t.Fatalf("exit %d", code)
 		}
 		if err != nil {
 			return
@@ -61,7 +55,7 @@ func FuzzGuard(f *testing.F) {
 // TestGuardAllowedUnderInterpreter runs the allow table under the oracle.
 func TestGuardAllowedUnderInterpreter(t *testing.T) {
 	dir := t.TempDir()
-	for _, cmd := range guardAllowed {
+	for _, cmd := range shelltest.GuardAllowed {
 		file, err := shell.Parse(cmd)
 		if err != nil {
 			t.Fatal(err)

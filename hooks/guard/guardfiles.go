@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // The guard's rules for programs that change files and directories.
 

@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // The guard's rules for writers that take a target directory or work tree,
 // for tools that reach the network by other names (package managers), and

@@ -1,4 +1,9 @@
-package hooks
+// Package guard is the driver lane's containment hook, `sbx hook guard`:
+// no control-plane edits, no credential exfiltration, no runtime
+// reconfiguration, no deleting system directories. It walks Bash commands
+// on the syntax tree package shell parses, and asks package readonly
+// whether a program only reads (its allow-list and its sed and awk rules).
+package guard
 
 import (
 	"encoding/json"
@@ -246,7 +251,7 @@ func (g Guard) rules() []pathRule {
 	}
 	rs = append(rs, pathRule{segs: []string{"**", ".git-credentials"}, why: "git credentials", read: true, anywhere: true})
 	ws := filepath.Clean(g.Workspace)
-	for _, f := range []string{".agent.log", ".agent.task", ".agent.run", ".agent.running", ".agent.done", LogFile} {
+	for _, f := range []string{".agent.log", ".agent.task", ".agent.run", ".agent.running", ".agent.done", toolcall.LogFile} {
 		add(ws+"/"+f, "the controller's run files", false)
 	}
 	if g.Log != "" {
