@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // QuestionFile is where the agent writes a question for the operator,
@@ -26,30 +28,30 @@ type AskGate struct {
 }
 
 // Decide rules on one tool call.
-func (g AskGate) Decide(in *Input) Decision {
+func (g AskGate) Decide(in *toolcall.Input) toolcall.Decision {
 	// Lstat, and read with O_NOFOLLOW below: the gate may run as root (the
 	// broker) on a file the agent names, and a link must not make it read
 	// a file of root's.
 	st, err := os.Lstat(g.Question)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return allow("no question pending")
+		return toolcall.Allow("no question pending")
 	case err != nil:
-		return deny("ask-gate cannot check the question file %s: %v; denying until it can", g.Question, err)
+		return toolcall.Deny("ask-gate cannot check the question file %s: %v; denying until it can", g.Question, err)
 	case st.Mode().IsRegular() && st.Size() == 0:
-		return allow("no question pending")
+		return toolcall.Allow("no question pending")
 	}
 	switch in.ToolName {
 	case "Write", "Edit", "MultiEdit":
-		p, err := in.toolPath("file_path")
+		p, err := in.ToolPath("file_path")
 		if err != nil {
-			return deny("ask-gate: %v", err)
+			return toolcall.Deny("ask-gate: %v", err)
 		}
 		if p == filepath.Clean(g.Question) {
 			return g.decideQuestionWrite(in)
 		}
 	}
-	return deny("A question for the operator is pending in %s. Every tool call is denied until the operator answers; "+
+	return toolcall.Deny("A question for the operator is pending in %s. Every tool call is denied until the operator answers; "+
 		"the answer arrives as your next message. Stop here and end your turn.", g.Question)
 }
 
@@ -59,23 +61,23 @@ const maxQuestion = 1 << 20
 // decideQuestionWrite allows rewording the pending question but not
 // emptying it: an empty question file means "no question", so a hijacked
 // agent could otherwise unblock itself without the operator.
-func (g AskGate) decideQuestionWrite(in *Input) Decision {
+func (g AskGate) decideQuestionWrite(in *toolcall.Input) toolcall.Decision {
 	var after string
 	switch in.ToolName {
 	case "Write":
-		content, err := in.toolString("content")
+		content, err := in.ToolString("content")
 		if err != nil {
-			return deny("ask-gate: %v", err)
+			return toolcall.Deny("ask-gate: %v", err)
 		}
 		after = content
 	case "Edit", "MultiEdit":
 		cur, err := readNoFollow(g.Question, maxQuestion)
 		if err != nil {
-			return deny("ask-gate cannot read the question file to check the edit: %v", err)
+			return toolcall.Deny("ask-gate cannot read the question file to check the edit: %v", err)
 		}
 		edits, err := questionEdits(in)
 		if err != nil {
-			return deny("ask-gate: %v", err)
+			return toolcall.Deny("ask-gate: %v", err)
 		}
 		after = string(cur)
 		for _, e := range edits {
@@ -87,9 +89,9 @@ func (g AskGate) decideQuestionWrite(in *Input) Decision {
 		}
 	}
 	if after == "" {
-		return deny("Emptying %s does not answer the question; wait for the operator's answer, which arrives as your next message.", g.Question)
+		return toolcall.Deny("Emptying %s does not answer the question; wait for the operator's answer, which arrives as your next message.", g.Question)
 	}
-	return allow("writing the question file")
+	return toolcall.Allow("writing the question file")
 }
 
 type questionEdit struct {
@@ -99,14 +101,14 @@ type questionEdit struct {
 }
 
 // questionEdits reads the edits of an Edit or MultiEdit call.
-func questionEdits(in *Input) ([]questionEdit, error) {
+func questionEdits(in *toolcall.Input) ([]questionEdit, error) {
 	if in.ToolName == "Edit" {
 		var e questionEdit
 		var err error
-		if e.Old, err = in.toolString("old_string"); err != nil {
+		if e.Old, err = in.ToolString("old_string"); err != nil {
 			return nil, err
 		}
-		if e.New, err = in.toolString("new_string"); err != nil {
+		if e.New, err = in.ToolString("new_string"); err != nil {
 			return nil, err
 		}
 		if raw, ok := in.ToolInput["replace_all"]; ok {

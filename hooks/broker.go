@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // BrokerSocket is where a box's root guest agent serves hook decisions. It
@@ -152,8 +154,8 @@ func (b Broker) answer(c net.Conn) {
 // reply reads one request from r and decides it.
 func (b Broker) reply(r io.Reader, peer Peer) brokerReply {
 	var req brokerRequest
-	// The payload travels base64 in JSON: a third larger than maxInput.
-	if err := json.NewDecoder(io.LimitReader(r, 2*maxInput+4096)).Decode(&req); err != nil {
+	// The payload travels base64 in JSON: a third larger than toolcall.MaxInput.
+	if err := json.NewDecoder(io.LimitReader(r, 2*toolcall.MaxInput+4096)).Decode(&req); err != nil {
 		return brokerReply{Code: ExitDeny, Stderr: fmt.Sprintf("sbx hook: the hook broker could not read the request (%v); denying\n", err)}
 	}
 	return b.decide(req, peer)
@@ -210,7 +212,7 @@ func viaBroker(socket string, args []string, stdin io.Reader, stderr io.Writer, 
 		fmt.Fprintf(stderr, "sbx hook: the hook broker at %s %s; denying\n", socket, fmt.Sprintf(format, a...))
 		return ExitDeny, true
 	}
-	payload, err := io.ReadAll(io.LimitReader(stdin, maxInput+1))
+	payload, err := io.ReadAll(io.LimitReader(stdin, toolcall.MaxInput+1))
 	if err != nil {
 		return fail("got no payload: %v", err)
 	}

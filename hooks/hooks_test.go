@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"sbx.dev/sbx/hooks/internal/shelltest"
 )
 
 // TestMain doubles as the sbx binary: with SBX_HOOKS_TEST_EXEC=1 it runs a
@@ -111,33 +113,6 @@ func (e env) entries(t *testing.T) []Entry {
 		out = append(out, en)
 	}
 	return out
-}
-
-func TestParseInputRejects(t *testing.T) {
-	for name, in := range map[string]string{
-		"empty":          ``,
-		"not json":       `hello`,
-		"array":          `[]`,
-		"null":           `null`,
-		"string":         `"x"`,
-		"truncated":      `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"`,
-		"trailing":       `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{}} {}`,
-		"no event":       `{"tool_name":"Bash","tool_input":{}}`,
-		"other event":    `{"hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{}}`,
-		"event null":     `{"hook_event_name":null,"tool_name":"Bash","tool_input":{}}`,
-		"no tool":        `{"hook_event_name":"PreToolUse","tool_input":{}}`,
-		"empty tool":     `{"hook_event_name":"PreToolUse","tool_name":"","tool_input":{}}`,
-		"tool number":    `{"hook_event_name":"PreToolUse","tool_name":7,"tool_input":{}}`,
-		"no input":       `{"hook_event_name":"PreToolUse","tool_name":"Bash"}`,
-		"input null":     `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":null}`,
-		"input array":    `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":["ls"]}`,
-		"input string":   `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":"ls"}`,
-		"cwd not string": `{"hook_event_name":"PreToolUse","tool_name":"Bash","cwd":1,"tool_input":{}}`,
-	} {
-		if _, err := ParseInput(strings.NewReader(in)); err == nil {
-			t.Errorf("%s: accepted %q", name, in)
-		}
-	}
 }
 
 func TestAskGate(t *testing.T) {
@@ -273,24 +248,24 @@ func TestReadOnlyTools(t *testing.T) {
 // JSON path in process.
 func TestReadOnlyTablesThroughMain(t *testing.T) {
 	e := newEnv(t)
-	for _, c := range readOnlyAllowed {
+	for _, c := range shelltest.ReadOnlyAllowed {
 		if code, msg := e.run("read-only", bash(c)); code != ExitAllow {
 			t.Errorf("denied %q: %s", c, msg)
 		}
 	}
-	for _, c := range readOnlyDenied {
+	for _, c := range shelltest.ReadOnlyDenied {
 		if code, _ := e.run("read-only", bash(c)); code != ExitDeny {
 			t.Errorf("allowed %q", c)
 		}
 	}
 	// Every decision above is one log line, denials with their reason.
 	got := e.entries(t)
-	if len(got) != len(readOnlyAllowed)+len(readOnlyDenied) {
-		t.Fatalf("%d log lines for %d decisions", len(got), len(readOnlyAllowed)+len(readOnlyDenied))
+	if len(got) != len(shelltest.ReadOnlyAllowed)+len(shelltest.ReadOnlyDenied) {
+		t.Fatalf("%d log lines for %d decisions", len(got), len(shelltest.ReadOnlyAllowed)+len(shelltest.ReadOnlyDenied))
 	}
 	last := got[len(got)-1]
 	if last.Decision != "deny" || last.Hook != "read-only" || last.Tool != "Bash" || last.Session != "s-1" ||
-		last.Detail != readOnlyDenied[len(readOnlyDenied)-1] || last.Reason == "" {
+		last.Detail != shelltest.ReadOnlyDenied[len(shelltest.ReadOnlyDenied)-1] || last.Reason == "" {
 		t.Fatalf("last log entry %+v", last)
 	}
 }
@@ -444,15 +419,6 @@ func BenchmarkHookProcess(b *testing.B) {
 	for b.Loop() {
 		if code, msg := execHook(b, e, in, "read-only"); code != ExitAllow {
 			b.Fatalf("exit %d: %s", code, msg)
-		}
-	}
-}
-
-func BenchmarkCheckReadOnly(b *testing.B) {
-	cmd := `git log --oneline -n 20 | grep -v fixup && sed -n '1,20p' main.go; find . -name '*.go' | wc -l`
-	for b.Loop() {
-		if err := CheckReadOnly(cmd); err != nil {
-			b.Fatal(err)
 		}
 	}
 }

@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"sbx.dev/sbx/hooks/guard"
+	"sbx.dev/sbx/hooks/readonly"
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // DefaultWorkspace is the box's workspace, where the question file and the
@@ -21,24 +25,24 @@ const DefaultWorkspace = "/workspace"
 
 // LogFile is the decision log's name in the workspace (one JSON line per
 // decision), unless SBX_HOOK_LOG or --log names another file.
-const LogFile = ".agent.hooks.log"
+const LogFile = toolcall.LogFile
 
 // deciders are the hooks by name.
-var deciders = map[string]func(cfg Config) func(*Input) Decision{
-	"guard": func(cfg Config) func(*Input) Decision {
-		return Guard{Home: cfg.Home, Workspace: cfg.Workspace, Log: cfg.Log, State: cfg.State}.Decide
+var deciders = map[string]func(cfg Config) func(*toolcall.Input) toolcall.Decision{
+	"guard": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
+		return guard.Guard{Home: cfg.Home, Workspace: cfg.Workspace, Log: cfg.Log, State: cfg.State}.Decide
 	},
-	"ask-gate": func(cfg Config) func(*Input) Decision {
+	"ask-gate": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
 	},
-	"read-only": func(Config) func(*Input) Decision { return ReadOnly },
+	"read-only": func(Config) func(*toolcall.Input) toolcall.Decision { return readonly.Decide },
 	// lane is the lane's own hook from one fixed command (the box's managed
 	// settings pin a single list of hooks for both lanes): read-only in the
 	// side lane (SBX_LANE=side, set by the gateway when it starts the
 	// process), the ask-gate in the driver's.
-	"lane": func(cfg Config) func(*Input) Decision {
+	"lane": func(cfg Config) func(*toolcall.Input) toolcall.Decision {
 		if cfg.Lane == SideLane {
-			return ReadOnly
+			return readonly.Decide
 		}
 		return AskGate{Question: filepath.Join(cfg.Workspace, QuestionFile)}.Decide
 	},
@@ -61,8 +65,8 @@ func Names() []string {
 type Config struct {
 	Workspace string // absolute; default DefaultWorkspace
 	Log       string // default Workspace/LogFile
-	Home      string // the agent's home (HOME); default DefaultHome
-	State     string // the guard's session state; default Workspace/StateDir
+	Home      string // the agent's home (HOME); default guard.DefaultHome
+	State     string // the guard's session state; default Workspace/guard.StateDir
 	Lane      string // SBX_LANE: SideLane for the read-only lane, else the driver's
 	Peer      *Peer  // who asked, when the broker decides; logged
 }
@@ -123,27 +127,27 @@ func decide(args []string, stdin io.Reader, stderr io.Writer, cfg Config, fixed 
 		cfg.Log = filepath.Join(cfg.Workspace, LogFile)
 	}
 	if cfg.State == "" {
-		cfg.State = filepath.Join(cfg.Workspace, StateDir)
+		cfg.State = filepath.Join(cfg.Workspace, guard.StateDir)
 	}
 	if !filepath.IsAbs(cfg.Home) {
-		cfg.Home = DefaultHome
+		cfg.Home = guard.DefaultHome
 	}
 
-	in, err := ParseInput(stdin)
-	var d Decision
+	in, err := toolcall.ParseInput(stdin)
+	var d toolcall.Decision
 	switch mk, known := deciders[name]; {
 	case !known:
-		d = deny("unknown hook %q (known: %s)", name, strings.Join(Names(), ", "))
+		d = toolcall.Deny("unknown hook %q (known: %s)", name, strings.Join(Names(), ", "))
 	case !filepath.IsAbs(cfg.Workspace):
-		d = deny("workspace %q is not an absolute path", cfg.Workspace)
+		d = toolcall.Deny("workspace %q is not an absolute path", cfg.Workspace)
 	case err != nil:
-		d = deny("%v", err)
+		d = toolcall.Deny("%v", err)
 	default:
 		d = mk(cfg)(in)
 	}
 	if err := appendDecision(cfg.Log, name, in, d, cfg.Peer); err != nil {
 		// Unlogged decisions would not show in the transcript: deny.
-		d = Decision{Reason: fmt.Sprintf("%s (and the decision log failed: %v)", d.Reason, err)}
+		d = toolcall.Decision{Reason: fmt.Sprintf("%s (and the decision log failed: %v)", d.Reason, err)}
 	}
 	if d.Allow {
 		return ExitAllow
@@ -172,7 +176,7 @@ const maxDetail = 2000
 
 // appendDecision appends one JSON line. A single write to an O_APPEND file
 // keeps lines from concurrent hooks whole.
-func appendDecision(path, hook string, in *Input, d Decision, peer *Peer) error {
+func appendDecision(path, hook string, in *toolcall.Input, d toolcall.Decision, peer *Peer) error {
 	e := Entry{Time: time.Now().UTC(), Hook: hook, Decision: "deny", Reason: d.Reason, Peer: peer}
 	if d.Allow {
 		e.Decision = "allow"
@@ -180,7 +184,7 @@ func appendDecision(path, hook string, in *Input, d Decision, peer *Peer) error 
 	if in != nil {
 		e.Session, e.Tool = in.SessionID, in.ToolName
 		for _, k := range []string{"command", "file_path", "notebook_path", "path", "url"} {
-			if s, ok, err := stringField(in.ToolInput, k); ok && err == nil {
+			if s, ok, err := toolcall.StringField(in.ToolInput, k); ok && err == nil {
 				e.Detail = truncate(s, maxDetail)
 				break
 			}

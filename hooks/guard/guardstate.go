@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // What the guard remembers across the calls of one session: the files a
 // command filled from the environment or a secret. A later command that
@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // StateDir is the guard's state directory in the workspace, unless
@@ -121,29 +123,29 @@ func (s *gstate) newTaint() []string {
 // decideBashState runs the Bash check with the session's state: it
 // denies sending a tainted file, and records the files this command fills
 // from the environment.
-func (g Guard) decideBashState(in *Input, cmd string) Decision {
+func (g Guard) decideBashState(in *toolcall.Input, cmd string) toolcall.Decision {
 	if g.State == "" {
 		if _, err := g.checkBash(cmd, in.Cwd, nil); err != nil {
-			return deny("guard: %v", err)
+			return toolcall.Deny("guard: %v", err)
 		}
-		return allow("command passes the guard")
+		return toolcall.Allow("command passes the guard")
 	}
 	st, err := g.loadState(in.SessionID)
 	if err != nil {
-		return deny("guard: %v", err)
+		return toolcall.Deny("guard: %v", err)
 	}
 	s, err := g.checkBash(cmd, in.Cwd, st.Tainted)
 	if err != nil {
-		return deny("guard: %v", err)
+		return toolcall.Deny("guard: %v", err)
 	}
 	if add := s.newTaint(); len(add) > 0 {
 		if len(st.Tainted)+len(add) > maxTainted {
-			return deny("guard: the session has filled too many files from the environment for the guard to follow")
+			return toolcall.Deny("guard: the session has filled too many files from the environment for the guard to follow")
 		}
 		st.Tainted = append(st.Tainted, add...)
 		if err := g.saveState(in.SessionID, st); err != nil {
-			return deny("guard: %v", err)
+			return toolcall.Deny("guard: %v", err)
 		}
 	}
-	return allow("command passes the guard")
+	return toolcall.Allow("command passes the guard")
 }

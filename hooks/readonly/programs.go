@@ -1,33 +1,35 @@
-package hooks
+package readonly
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"sbx.dev/sbx/hooks/shell"
 )
 
-// program is an entry of the read-only allow-list. A nil check means the
+// Program is an entry of the read-only allow-list. A nil Check means the
 // program has no option or operand that writes, executes or changes state,
 // so any argument is fine, even one computed at run time. Otherwise every
 // argument must be literal (or a glob that cannot become an option) and
-// check decides.
-type program struct {
-	check func(args []arg) error
-	// computed: check itself decides about computed arguments, instead of
+// Check decides.
+type Program struct {
+	Check func(args []shell.Arg) error
+	// Computed: Check itself decides about computed arguments, instead of
 	// every argument having to be literal.
-	computed bool
+	Computed bool
 }
 
-var anyArgs = program{}
+var anyArgs = Program{}
 
 // programs is the read-only allow-list. Everything else (rm, tee, xargs, sh,
 // env, less, sudo, curl, ...) is denied by omission.
-var programs = map[string]program{
+var programs = map[string]Program{
 	// Shell builtins that change nothing outside the shell itself.
 	"true": anyArgs, "false": anyArgs, ":": anyArgs, "echo": anyArgs, "pwd": anyArgs,
 	"cd": anyArgs, "type": anyArgs,
-	"test": {check: checkTest}, "[": {check: checkTest},
-	"printf": {check: checkPrintf, computed: true},
+	"test": {Check: checkTest}, "[": {Check: checkTest},
+	"printf": {Check: checkPrintf, Computed: true},
 	// Reading files and directories.
 	"ls": anyArgs, "cat": anyArgs, "head": anyArgs, "tail": anyArgs, "wc": anyArgs,
 	"grep": anyArgs, "egrep": anyArgs, "fgrep": anyArgs, "stat": anyArgs, "du": anyArgs,
@@ -41,31 +43,23 @@ var programs = map[string]program{
 	// The machine, read-only.
 	"whoami": anyArgs, "id": anyArgs, "uname": anyArgs, "nproc": anyArgs, "uptime": anyArgs,
 	// Programs with a writing or executing option.
-	"file": {check: checkFile},
-	"tree": {check: checkTree},
-	"date": {check: checkDate},
-	"sort": {check: checkSort},
-	"uniq": {check: checkUniq},
-	"find": {check: checkFind},
-	"rg":   {check: checkRg},
-	"sed":  {check: checkSed},
-	"awk":  {check: checkAwk}, "gawk": {check: checkAwk}, "mawk": {check: checkAwk},
-	"git": {check: checkGit},
+	"file": {Check: checkFile},
+	"tree": {Check: checkTree},
+	"date": {Check: checkDate},
+	"sort": {Check: checkSort},
+	"uniq": {Check: checkUniq},
+	"find": {Check: checkFind},
+	"rg":   {Check: checkRg},
+	"sed":  {Check: CheckSed},
+	"awk":  {Check: CheckAwk}, "gawk": {Check: CheckAwk}, "mawk": {Check: CheckAwk},
+	"git": {Check: checkGit},
 }
 
-// options iterates the arguments before "--" that look like options (GNU
-// getopt permutes, so an option after an operand still counts).
-func options(args []arg) []string {
-	var out []string
-	for _, a := range args {
-		if a.text == "--" {
-			break
-		}
-		if strings.HasPrefix(a.text, "-") && a.text != "-" {
-			out = append(out, a.text)
-		}
-	}
-	return out
+// Lookup returns the allow-list's entry for a program name; the guard asks
+// it whether a program only reads.
+func Lookup(name string) (Program, bool) {
+	p, ok := programs[name]
+	return p, ok
 }
 
 // longIs reports whether opt is a GNU long option naming one of names,
@@ -102,8 +96,8 @@ func shortHas(opt, bad, valued string) bool {
 	return false
 }
 
-func checkFile(args []arg) error {
-	for _, o := range options(args) {
+func checkFile(args []shell.Arg) error {
+	for _, o := range shell.Options(args) {
 		if longIs(o, "compile") || shortHas(o, "C", "efFmP") {
 			return errors.New("-C/--compile writes a magic file")
 		}
@@ -111,8 +105,8 @@ func checkFile(args []arg) error {
 	return nil
 }
 
-func checkTree(args []arg) error {
-	for _, o := range options(args) {
+func checkTree(args []shell.Arg) error {
+	for _, o := range shell.Options(args) {
 		if shortHas(o, "oR", "LPIHT") {
 			return errors.New("-o and -R write files")
 		}
@@ -120,8 +114,8 @@ func checkTree(args []arg) error {
 	return nil
 }
 
-func checkDate(args []arg) error {
-	for _, o := range options(args) {
+func checkDate(args []shell.Arg) error {
+	for _, o := range shell.Options(args) {
 		if longIs(o, "set") || shortHas(o, "s", "dfrI") {
 			return errors.New("-s/--set changes the clock")
 		}
@@ -129,8 +123,8 @@ func checkDate(args []arg) error {
 	return nil
 }
 
-func checkSort(args []arg) error {
-	for _, o := range options(args) {
+func checkSort(args []shell.Arg) error {
+	for _, o := range shell.Options(args) {
 		if longIs(o, "output", "compress-program") || shortHas(o, "o", "ktST") {
 			return errors.New("-o/--output writes a file and --compress-program runs one")
 		}
@@ -140,21 +134,21 @@ func checkSort(args []arg) error {
 
 // checkUniq refuses a second operand: `uniq IN OUT` writes OUT. A glob could
 // add operands, so only literal arguments count.
-func checkUniq(args []arg) error {
+func checkUniq(args []shell.Arg) error {
 	operands := 0
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if !a.static {
+		if !a.Static {
 			return fmt.Errorf("argument %s may expand to several files, and a second one is written", a)
 		}
 		switch {
-		case a.text == "--":
+		case a.Text == "--":
 			operands += len(args) - i - 1
 			i = len(args)
-		case a.text == "-f" || a.text == "-s" || a.text == "-w" ||
-			(!strings.Contains(a.text, "=") && longIs(a.text, "skip-fields", "skip-chars", "check-chars")):
+		case a.Text == "-f" || a.Text == "-s" || a.Text == "-w" ||
+			(!strings.Contains(a.Text, "=") && longIs(a.Text, "skip-fields", "skip-chars", "check-chars")):
 			i++ // the option's value
-		case strings.HasPrefix(a.text, "-") && a.text != "-":
+		case strings.HasPrefix(a.Text, "-") && a.Text != "-":
 		default:
 			operands++
 		}
@@ -171,17 +165,17 @@ var findActions = map[string]bool{
 	"-fprint": true, "-fprint0": true, "-fprintf": true, "-fls": true,
 }
 
-func checkFind(args []arg) error {
+func checkFind(args []shell.Arg) error {
 	for _, a := range args {
-		if findActions[a.text] {
-			return fmt.Errorf("%s is not allowed", a.text)
+		if findActions[a.Text] {
+			return fmt.Errorf("%s is not allowed", a.Text)
 		}
 	}
 	return nil
 }
 
-func checkRg(args []arg) error {
-	for _, o := range options(args) {
+func checkRg(args []shell.Arg) error {
+	for _, o := range shell.Options(args) {
 		name, _, _ := strings.Cut(o, "=")
 		if name == "--pre" || name == "--hostname-bin" {
 			return fmt.Errorf("%s runs a program", name)
@@ -190,16 +184,18 @@ func checkRg(args []arg) error {
 	return nil
 }
 
-func checkAwk(args []arg) error {
+// CheckAwk allows awk with a literal program text that checkAwkProgram
+// accepts, and no option that loads or writes files.
+func CheckAwk(args []shell.Arg) error {
 	for i := 0; i < len(args); i++ {
-		a := args[i].text
+		a := args[i].Text
 		switch {
 		case a == "--":
 			i++
 		case a == "-F" || a == "-v":
 			// The value must be literal, or it could expand to several
 			// words and make one of them the program text.
-			if i+1 < len(args) && !args[i+1].static {
+			if i+1 < len(args) && !args[i+1].Static {
 				return fmt.Errorf("the value of %s must be literal", a)
 			}
 			i++
@@ -213,10 +209,10 @@ func checkAwk(args []arg) error {
 		if i >= len(args) {
 			return errors.New("no program text")
 		}
-		if !args[i].static {
+		if !args[i].Static {
 			return errors.New("the program text must be literal")
 		}
-		return checkAwkProgram(args[i].text)
+		return checkAwkProgram(args[i].Text)
 	}
 	return errors.New("no program text")
 }
@@ -224,10 +220,10 @@ func checkAwk(args []arg) error {
 // checkTest refuses -v and -R: bash evaluates an array subscript in the
 // variable name they test, and a subscript runs command substitutions
 // ([ -v 'a[$(rm x)]' ]). Arguments must be literal so none becomes -v.
-func checkTest(args []arg) error {
+func checkTest(args []shell.Arg) error {
 	for _, a := range args {
-		if a.text == "-v" || a.text == "-R" {
-			return fmt.Errorf("%s evaluates a variable subscript", a.text)
+		if a.Text == "-v" || a.Text == "-R" {
+			return fmt.Errorf("%s evaluates a variable subscript", a.Text)
 		}
 	}
 	return nil
@@ -235,14 +231,14 @@ func checkTest(args []arg) error {
 
 // checkPrintf refuses -v (it assigns, and evaluates a subscript like test
 // -v). Once the format is literal the remaining arguments are only data.
-func checkPrintf(args []arg) error {
-	if len(args) > 0 && args[0].static && args[0].text == "--" {
+func checkPrintf(args []shell.Arg) error {
+	if len(args) > 0 && args[0].Static && args[0].Text == "--" {
 		args = args[1:]
 	}
 	if len(args) == 0 {
 		return nil
 	}
-	if f := args[0]; !f.static || strings.HasPrefix(f.text, "-") {
+	if f := args[0]; !f.Static || strings.HasPrefix(f.Text, "-") {
 		return fmt.Errorf("the format %s must be literal and not an option", f)
 	}
 	return nil

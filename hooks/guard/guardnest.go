@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // The guard's rules for programs that run other code: shells, wrappers,
 // interpreters, git and claude.
@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"sbx.dev/sbx/hooks/readonly"
+	"sbx.dev/sbx/hooks/shell"
 )
 
 func (s *gstate) shell(base string, args []string, in stdin) {
@@ -309,7 +312,7 @@ func (s *gstate) awk(base string, args []string, _ stdin) {
 			s.fact(&s.envDump, base+" ENVIRON")
 		}
 	}
-	if err := checkAwk(argList(args)); err == nil {
+	if err := readonly.CheckAwk(argList(args)); err == nil {
 		return
 	}
 	for _, a := range args {
@@ -328,10 +331,10 @@ func (s *gstate) awk(base string, args []string, _ stdin) {
 	s.scanCode(base, strings.Join(args, "\n"))
 }
 
-func argList(args []string) []arg {
-	out := make([]arg, len(args))
+func argList(args []string) []shell.Arg {
+	out := make([]shell.Arg, len(args))
 	for i, a := range args {
-		out[i] = arg{text: stripEnv(a), static: !hasMark(a)}
+		out[i] = shell.Arg{Text: stripEnv(a), Static: !hasMark(a)}
 	}
 	return out
 }
@@ -820,7 +823,7 @@ func (s *gstate) sedCode(_ string, args []string, _ stdin) {
 			s.targetFile("sed -i", o)
 		}
 	}
-	err := checkSed(argList(args))
+	err := readonly.CheckSed(argList(args))
 	if err == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 import (
 	"path/filepath"
@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"sbx.dev/sbx/hooks/readonly"
+	"sbx.dev/sbx/hooks/shell"
 )
 
 // call runs one simple command: its arguments are expanded first, then the
@@ -194,21 +197,21 @@ func isReader(base string, rest []string) bool {
 	case "source", ".", "less", "more", "view", "bat", "tac":
 		return true
 	}
-	p, ok := programs[base]
+	p, ok := readonly.Lookup(base)
 	if !ok {
 		return false
 	}
-	if p.check == nil {
+	if p.Check == nil {
 		return true
 	}
-	as := make([]arg, len(rest))
+	as := make([]shell.Arg, len(rest))
 	for i, a := range rest {
-		as[i] = arg{text: stripEnv(a), static: !hasMark(a) && !hasGlob(a)}
-		if !as[i].static && !p.computed {
+		as[i] = shell.Arg{Text: stripEnv(a), Static: !hasMark(a) && !hasGlob(a)}
+		if !as[i].Static && !p.Computed {
 			return false
 		}
 	}
-	return p.check(as) == nil
+	return p.Check(as) == nil
 }
 
 // pathCandidates are the paths an argument may name: itself, the value of

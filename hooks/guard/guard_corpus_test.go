@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 import (
 	"bufio"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // corpusCase is one line of testdata/guard-corpus/*.jsonl: a PreToolUse
@@ -56,12 +58,12 @@ func TestGuardCorpus(t *testing.T) {
 	var denies, caught, allows, falsePos int
 	missed := map[string]int{}
 	for _, c := range cases {
-		in, err := ParseInput(bytes.NewReader(c.Input))
+		in, err := toolcall.ParseInput(bytes.NewReader(c.Input))
 		if err != nil {
 			t.Fatalf("corpus input %s: %v", c.Input, err)
 		}
 		d := g.Decide(in)
-		detail, _, _ := stringField(in.ToolInput, "command")
+		detail, _, _ := toolcall.StringField(in.ToolInput, "command")
 		if detail == "" {
 			detail = in.ToolName + " " + string(in.ToolInput["file_path"]) + string(in.ToolInput["path"])
 		}

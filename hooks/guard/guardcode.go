@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // The guard's reading of code it is handed as text: interpreter code
 // (python -c, node -e, heredocs) and the content a Write or Edit plants in
@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"sbx.dev/sbx/hooks/shell"
 )
 
 // codeLit is a string literal in interpreter code; joined when it is
@@ -109,7 +111,7 @@ func (s *gstate) codePaths(lang, code string) {
 		case l.joined && !inside || v == "/" && writes:
 			s.fail("%s code builds a path at run time from %q; the guard cannot tell where it leads", lang, v)
 			return
-		case writes && !inside && !outputSinks[v] && !strings.HasPrefix(v, "/dev/fd/") && !strings.HasPrefix(v, "//"):
+		case writes && !inside && !shell.OutputSinks[v] && !strings.HasPrefix(v, "/dev/fd/") && !strings.HasPrefix(v, "//"):
 			if strings.ContainsAny(v, " \n") {
 				continue // text, not a path
 			}

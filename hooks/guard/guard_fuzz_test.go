@@ -1,7 +1,6 @@
-package hooks
+package guard
 
 import (
-	"bytes"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -9,6 +8,9 @@ import (
 	"time"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"sbx.dev/sbx/hooks/internal/shelltest"
+	"sbx.dev/sbx/hooks/shell"
 )
 
 // fuzzSecret is the value of every secret variable in the oracle's
@@ -17,21 +19,21 @@ const fuzzSecret = "s3cr3t-t0ken-value"
 
 // FuzzGuard checks the decision path: CheckBash never panics (an internal
 // error is a deny, but one the fuzzer should not find), a command that does
-// not parse is never allowed, Main exits 0 or 2 only, and every command it
-// allows is run by mvdan.cc/sh's interpreter (nothing executes for real)
-// as a second opinion: at run time no network tool may get a secret's
-// value, and no protected file may be opened for writing or reading.
+// not parse is never allowed, and every command it allows is run by
+// mvdan.cc/sh's interpreter (nothing executes for real) as a second
+// opinion: at run time no network tool may get a secret's value, and no
+// protected file may be opened for writing or reading. FuzzGuardMain in
+// package hooks fuzzes the same commands through the hook command.
 func FuzzGuard(f *testing.F) {
-	for _, c := range guardAllowed {
+	for _, c := range shelltest.GuardAllowed {
 		f.Add(c)
 	}
-	for _, c := range guardDenied {
+	for _, c := range shelltest.GuardDenied {
 		f.Add(c)
 	}
-	getenv, _ := guardEnv(f)
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, cmd string) {
-		// A hook that hangs is a deny after selfDeadline, but a hang is
+		// A hook that hangs is a deny after its deadline, but a hang is
 		// still a bug: crash with the input so the fuzzer records it.
 		hang := time.AfterFunc(10*time.Second, func() { panic("guard hangs on " + strconv.Quote(cmd)) })
 		defer hang.Stop()
@@ -39,15 +41,10 @@ func FuzzGuard(f *testing.F) {
 		if err != nil && strings.Contains(err.Error(), "internal error") {
 			t.Fatalf("%q: %v", cmd, err)
 		}
-		var stderr bytes.Buffer
-		code := Main([]string{"guard"}, bytes.NewReader(bash(cmd)), &stderr, getenv)
-		if code != ExitAllow && code != ExitDeny {
-			t.Fatalf("exit %d", code)
-		}
 		if err != nil {
 			return
 		}
-		file, perr := parseBash(cmd)
+		file, perr := shell.Parse(cmd)
 		if perr != nil {
 			t.Fatalf("allowed %q that does not parse: %v", cmd, perr)
 		}
@@ -58,8 +55,8 @@ func FuzzGuard(f *testing.F) {
 // TestGuardAllowedUnderInterpreter runs the allow table under the oracle.
 func TestGuardAllowedUnderInterpreter(t *testing.T) {
 	dir := t.TempDir()
-	for _, cmd := range guardAllowed {
-		file, err := parseBash(cmd)
+	for _, cmd := range shelltest.GuardAllowed {
+		file, err := shell.Parse(cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +97,7 @@ func guardOracle(t testing.TB, dir, cmd string, file *syntax.File) {
 		return splitPath(filepath.Clean(starStar(p))) // bash without globstar
 	}
 	substitutes := strings.Contains(cmd, "$(") || strings.Contains(cmd, "`") || strings.Contains(cmd, "<(")
-	runUnderInterp(t, dir, cmd, file, env, false,
+	shelltest.RunUnderInterp(t, dir, cmd, file, env, false,
 		func(args []string) {
 			base := filepath.Base(args[0])
 			for _, a := range args[1:] {
@@ -124,7 +121,7 @@ func guardOracle(t testing.TB, dir, cmd string, file *syntax.File) {
 			}
 		},
 		func(path string, write bool) {
-			path = unescapeUnquoted(path) // see runAllowed
+			path = shell.UnescapeUnquoted(path) // see runAllowed
 			if why := boxGuard.writeProtected(abs(path), false); write && why != "" {
 				t.Errorf("allowed %q, which opens %s for writing (%s)", cmd, path, why)
 			}

@@ -1,13 +1,16 @@
-package hooks
+package guard
 
 // The guard's rules for programs that change files and directories.
 
 import (
 	"path/filepath"
 
-	"mvdan.cc/sh/v3/syntax"
 	"slices"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+
+	"sbx.dev/sbx/hooks/shell"
 )
 
 func (s *gstate) outFileArg(p string) {
@@ -406,7 +409,7 @@ func recursiveReader(base string, args []string) bool {
 	case "rg", "ag", "ack", "ack-grep":
 		return true
 	case "grep", "egrep", "fgrep", "zgrep":
-		for _, a := range options(argList(args)) {
+		for _, a := range shell.Options(argList(args)) {
 			if a == "--recursive" || a == "--dereference-recursive" || a == "-d" ||
 				!strings.HasPrefix(a, "--") && strings.ContainsAny(a, "rR") {
 				return true

@@ -1,9 +1,11 @@
-package hooks
+package readonly
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"sbx.dev/sbx/hooks/shell"
 )
 
 // sedLong are GNU sed's long options: whether each is allowed and whether it
@@ -21,15 +23,15 @@ var sedLong = []struct {
 	{"in-place", false, false}, {"file", false, true},
 }
 
-// checkSed allows sed without -i and without -f (a script file cannot be
+// CheckSed allows sed without -i and without -f (a script file cannot be
 // checked), and only scripts whose commands read: no w/W, no e, no s///w or
 // s///e. Options may follow operands (GNU getopt permutes).
-func checkSed(args []arg) error {
+func CheckSed(args []shell.Arg) error {
 	var scripts []string
 	explicit := false
-	var operands []arg
+	var operands []shell.Arg
 	for i := 0; i < len(args); i++ {
-		a := args[i].text
+		a := args[i].Text
 		switch {
 		case a == "--":
 			operands = append(operands, args[i+1:]...)
@@ -59,13 +61,13 @@ func checkSed(args []arg) error {
 					return fmt.Errorf("option %s needs a value", a)
 				}
 				i++
-				if !args[i].static {
+				if !args[i].Static {
 					return fmt.Errorf("the value of %s must be literal", a)
 				}
-				val = args[i].text
+				val = args[i].Text
 			}
 			if o.name == "expression" {
-				if !args[i].static {
+				if !args[i].Static {
 					return errors.New("the script must be literal")
 				}
 				scripts = append(scripts, val)
@@ -84,9 +86,9 @@ func checkSed(args []arg) error {
 							return fmt.Errorf("option -%c needs a value", a[k])
 						}
 						i++
-						valArg, val = args[i], args[i].text
+						valArg, val = args[i], args[i].Text
 					}
-					if !valArg.static {
+					if !valArg.Static {
 						return fmt.Errorf("the value of -%c must be literal", a[k])
 					}
 					if a[k] == 'e' {
@@ -110,10 +112,10 @@ func checkSed(args []arg) error {
 		if len(operands) == 0 {
 			return errors.New("no script")
 		}
-		if !operands[0].static {
+		if !operands[0].Static {
 			return errors.New("the script must be literal")
 		}
-		scripts = append(scripts, operands[0].text)
+		scripts = append(scripts, operands[0].Text)
 	}
 	for _, s := range scripts {
 		if err := checkSedScript(s); err != nil {

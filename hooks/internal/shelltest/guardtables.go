@@ -1,8 +1,8 @@
-package hooks
+package shelltest
 
-// guardAllowed are realistic developer commands the guard must let
+// GuardAllowed are realistic developer commands the guard must let
 // through, many of them mentioning tokens, the network or deletion.
-var guardAllowed = []string{
+var GuardAllowed = []string{
 	`grep -r GITHUB_TOKEN .`,
 	`rg -n 'ANTHROPIC_API_KEY' docs/`,
 	`echo $PATH`,
@@ -172,8 +172,8 @@ curl -s -d @/tmp/req.json https://api.example.com/search`,
 	`wc -l ~/.claude/projects/*/memory/*.md`,
 }
 
-// guardDenied are attacks and evasions the guard must stop.
-var guardDenied = []string{
+// GuardDenied are attacks and evasions the guard must stop.
+var GuardDenied = []string{
 	`go build -o bin/tool ./cmd/tool && cp bin/tool /usr/local/bin/tool && tool --version`,
 	// Control plane writes.
 	`echo x > ~/.claude/settings.json`,

@@ -1,9 +1,11 @@
-package hooks
+package readonly
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"sbx.dev/sbx/hooks/shell"
 )
 
 // gitReadOnly are the git subcommands that only read the repository, each
@@ -14,7 +16,7 @@ import (
 // (core.fsmonitor, diff.external, textconv drivers) and `status` may
 // refresh the index. The config is the driver lane's, guarded by the guard
 // hook; this lane denies -c and --config-env so it cannot add its own.
-var gitReadOnly = map[string]func(args []arg) error{
+var gitReadOnly = map[string]func(args []shell.Arg) error{
 	"status": gitGeneric, "log": gitGeneric, "diff": gitGeneric, "show": gitGeneric,
 	"blame": gitGeneric, "annotate": gitGeneric, "grep": gitGrep, "ls-files": gitGeneric,
 	"ls-tree": gitGeneric, "rev-parse": gitGeneric, "rev-list": gitGeneric,
@@ -31,10 +33,10 @@ var gitReadOnly = map[string]func(args []arg) error{
 // checkGit allows git's harmless global options, then a read-only
 // subcommand. -c, --config-env, --exec-path, --git-dir and --work-tree are
 // refused: each can make git run a program of the caller's choosing.
-func checkGit(args []arg) error {
+func checkGit(args []shell.Arg) error {
 	i := 0
 	for ; i < len(args); i++ {
-		a := args[i].text
+		a := args[i].Text
 		switch {
 		case a == "--no-pager" || a == "-P" || a == "--no-optional-locks" ||
 			a == "--literal-pathspecs" || a == "--no-replace-objects" || a == "--glob-pathspecs" ||
@@ -42,7 +44,7 @@ func checkGit(args []arg) error {
 		case a == "-C":
 			// Literal, or a brace could expand to a second word that
 			// becomes the subcommand (or an alias).
-			if i+1 < len(args) && !args[i+1].static {
+			if i+1 < len(args) && !args[i+1].Static {
 				return errors.New("the directory after -C must be literal")
 			}
 			i++
@@ -50,15 +52,15 @@ func checkGit(args []arg) error {
 			return fmt.Errorf("global option %s is not allowed", a)
 		default:
 			sub := args[i]
-			if !sub.static {
+			if !sub.Static {
 				return errors.New("the subcommand must be literal")
 			}
-			check, ok := gitReadOnly[sub.text]
+			check, ok := gitReadOnly[sub.Text]
 			if !ok {
-				return fmt.Errorf("%q is not a read-only git subcommand", sub.text)
+				return fmt.Errorf("%q is not a read-only git subcommand", sub.Text)
 			}
 			if err := check(args[i+1:]); err != nil {
-				return fmt.Errorf("%s: %w", sub.text, err)
+				return fmt.Errorf("%s: %w", sub.Text, err)
 			}
 			return nil
 		}
@@ -68,8 +70,8 @@ func checkGit(args []arg) error {
 
 // gitGeneric refuses the options of the log/diff family that write a file
 // (--output) or run a program (--ext-diff, and grep's --open-files-in-pager).
-func gitGeneric(args []arg) error {
-	for _, o := range options(args) {
+func gitGeneric(args []shell.Arg) error {
+	for _, o := range shell.Options(args) {
 		if longIs(o, "output", "ext-diff", "open-files-in-pager") {
 			return fmt.Errorf("option %s writes a file or runs a program", o)
 		}
@@ -77,8 +79,8 @@ func gitGeneric(args []arg) error {
 	return nil
 }
 
-func gitGrep(args []arg) error {
-	for _, o := range options(args) {
+func gitGrep(args []shell.Arg) error {
+	for _, o := range shell.Options(args) {
 		if shortHas(o, "O", "efABCm") {
 			return fmt.Errorf("option %s runs a pager program", o)
 		}
@@ -88,7 +90,7 @@ func gitGrep(args []arg) error {
 
 // gitBranch allows listing only: no operand unless --list is given, and no
 // option outside the listing ones.
-func gitBranch(args []arg) error {
+func gitBranch(args []shell.Arg) error {
 	listing := map[string]bool{
 		"-a": true, "--all": true, "-r": true, "--remotes": true, "-v": true, "-vv": true,
 		"--verbose": true, "-l": true, "--list": true, "--show-current": true, "--color": true,
@@ -103,7 +105,7 @@ func gitBranch(args []arg) error {
 	}
 	list, operands := false, 0
 	for i := 0; i < len(args); i++ {
-		a := args[i].text
+		a := args[i].Text
 		if !strings.HasPrefix(a, "-") {
 			operands++
 			continue
@@ -117,8 +119,8 @@ func gitBranch(args []arg) error {
 		}
 		// Some of these take an optional value; git only takes the next
 		// argument as one when it is not an option itself.
-		if valued[name] && !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1].text, "-") {
-			if !args[i+1].static {
+		if valued[name] && !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1].Text, "-") {
+			if !args[i+1].Static {
 				return fmt.Errorf("the value of %s must be literal", a)
 			}
 			i++
@@ -130,20 +132,20 @@ func gitBranch(args []arg) error {
 	return nil
 }
 
-func gitTag(args []arg) error {
+func gitTag(args []shell.Arg) error {
 	if len(args) == 0 {
 		return nil
 	}
 	list := false
 	for _, a := range args {
 		switch {
-		case a.text == "-l" || a.text == "--list":
+		case a.Text == "-l" || a.Text == "--list":
 			list = true
-		case a.text == "-n" || strings.HasPrefix(a.text, "-n") && isDigits(a.text[2:]) ||
-			strings.HasPrefix(a.text, "--sort=") || strings.HasPrefix(a.text, "--format=") ||
-			strings.HasPrefix(a.text, "--contains") || strings.HasPrefix(a.text, "--points-at") ||
-			strings.HasPrefix(a.text, "--merged") || a.text == "--column" || a.text == "--no-column":
-		case strings.HasPrefix(a.text, "-"):
+		case a.Text == "-n" || strings.HasPrefix(a.Text, "-n") && shell.IsDigits(a.Text[2:]) ||
+			strings.HasPrefix(a.Text, "--sort=") || strings.HasPrefix(a.Text, "--format=") ||
+			strings.HasPrefix(a.Text, "--contains") || strings.HasPrefix(a.Text, "--points-at") ||
+			strings.HasPrefix(a.Text, "--merged") || a.Text == "--column" || a.Text == "--no-column":
+		case strings.HasPrefix(a.Text, "-"):
 			return fmt.Errorf("option %s is not a listing option", a)
 		}
 	}
@@ -153,15 +155,15 @@ func gitTag(args []arg) error {
 	return nil
 }
 
-func gitRemote(args []arg) error {
+func gitRemote(args []shell.Arg) error {
 	switch {
 	case len(args) == 0:
 		return nil
-	case len(args) == 1 && (args[0].text == "-v" || args[0].text == "--verbose"):
+	case len(args) == 1 && (args[0].Text == "-v" || args[0].Text == "--verbose"):
 		return nil
-	case args[0].text == "get-url":
+	case args[0].Text == "get-url":
 		for _, a := range args[1:] {
-			if a.text != "--all" && a.text != "--push" && strings.HasPrefix(a.text, "-") {
+			if a.Text != "--all" && a.Text != "--push" && strings.HasPrefix(a.Text, "-") {
 				return fmt.Errorf("option %s is not allowed", a)
 			}
 		}
@@ -170,25 +172,25 @@ func gitRemote(args []arg) error {
 	return errors.New("only `git remote`, `git remote -v` and `git remote get-url` are allowed")
 }
 
-func gitStash(args []arg) error {
-	if len(args) > 0 && (args[0].text == "list" || args[0].text == "show") {
+func gitStash(args []shell.Arg) error {
+	if len(args) > 0 && (args[0].Text == "list" || args[0].Text == "show") {
 		return gitGeneric(args[1:])
 	}
 	return errors.New("only `git stash list` and `git stash show` are allowed")
 }
 
-func gitReflog(args []arg) error {
-	if len(args) == 0 || strings.HasPrefix(args[0].text, "-") {
+func gitReflog(args []shell.Arg) error {
+	if len(args) == 0 || strings.HasPrefix(args[0].Text, "-") {
 		return gitGeneric(args)
 	}
-	if args[0].text == "show" || args[0].text == "exists" {
+	if args[0].Text == "show" || args[0].Text == "exists" {
 		return gitGeneric(args[1:])
 	}
 	return errors.New("only `git reflog [show]` is allowed")
 }
 
-func gitWorktree(args []arg) error {
-	if len(args) > 0 && args[0].text == "list" {
+func gitWorktree(args []shell.Arg) error {
+	if len(args) > 0 && args[0].Text == "list" {
 		return nil
 	}
 	return errors.New("only `git worktree list` is allowed")
@@ -196,7 +198,7 @@ func gitWorktree(args []arg) error {
 
 // gitConfig allows reading one value or listing: `git config --get NAME`,
 // `--get-all`, `--get-regexp`, `--list`, and the newer `git config get|list`.
-func gitConfig(args []arg) error {
+func gitConfig(args []shell.Arg) error {
 	modes := map[string]bool{"--get": true, "--get-all": true, "--get-regexp": true, "--list": true, "-l": true}
 	modifiers := map[string]bool{
 		"--show-origin": true, "--show-scope": true, "-z": true, "--null": true, "--name-only": true,
@@ -205,17 +207,17 @@ func gitConfig(args []arg) error {
 	}
 	start := 0
 	mode := false
-	if len(args) > 0 && (args[0].text == "get" || args[0].text == "list") {
+	if len(args) > 0 && (args[0].Text == "get" || args[0].Text == "list") {
 		start, mode = 1, true
 	}
 	operands := 0
 	for _, a := range args[start:] {
-		name, _, _ := strings.Cut(a.text, "=")
+		name, _, _ := strings.Cut(a.Text, "=")
 		switch {
 		case modes[name] && start == 0:
 			mode = true
 		case modifiers[name] || name == "--type" || name == "--default":
-		case strings.HasPrefix(a.text, "-"):
+		case strings.HasPrefix(a.Text, "-"):
 			return fmt.Errorf("option %s is not allowed", a)
 		default:
 			operands++

@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
+
+	"sbx.dev/sbx/hooks/shell"
 )
 
 // Markers stand for values the guard cannot know before the command runs.
@@ -43,8 +45,8 @@ func (g Guard) CheckBash(command, cwd string) error {
 // checkBash is CheckBash with the files the session filled from the
 // environment earlier (tainted); it returns the walk's state.
 func (g Guard) checkBash(command, cwd string, tainted []string) (s *gstate, err error) {
-	if len(command) > maxCommand {
-		return nil, fmt.Errorf("the command is longer than %d bytes", maxCommand)
+	if len(command) > shell.MaxCommand {
+		return nil, fmt.Errorf("the command is longer than %d bytes", shell.MaxCommand)
 	}
 	if strings.ContainsRune(command, 0) {
 		return nil, errors.New("the command contains a NUL byte")
@@ -52,7 +54,7 @@ func (g Guard) checkBash(command, cwd string, tainted []string) (s *gstate, err 
 	if strings.ContainsAny(command, envMark+taintMark) {
 		return nil, errors.New("the command contains control characters \\x01 or \\x02")
 	}
-	f, err := parseBash(command)
+	f, err := shell.Parse(command)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +169,8 @@ const maxSteps = 5000
 func (s *gstate) enter() bool {
 	s.depth++
 	s.steps++
-	if s.depth > maxDepth {
-		s.fail("the command nests deeper than %d levels", maxDepth)
+	if s.depth > shell.MaxDepth {
+		s.fail("the command nests deeper than %d levels", shell.MaxDepth)
 	}
 	if s.steps > maxSteps {
 		s.fail("the command is too complex for the guard to follow (more than %d steps)", maxSteps)
@@ -522,7 +524,7 @@ func (s *gstate) decl(x *syntax.DeclClause) {
 			}
 			// declare "$x": the name and value are computed.
 			if hasMark(v) {
-				s.fail("%s with a computed name (%s) cannot be followed", variant, nodeString(a.Value))
+				s.fail("%s with a computed name (%s) cannot be followed", variant, shell.NodeString(a.Value))
 				return
 			}
 			name, val, _ := strings.Cut(v, "=")
@@ -626,7 +628,7 @@ func (s *gstate) nestedCode(code, what string) {
 		return
 	}
 	defer s.leave()
-	f, err := parseBash(code)
+	f, err := shell.Parse(code)
 	if err != nil {
 		s.fail("%s: %v", what, err)
 		return
@@ -649,7 +651,7 @@ func (s *gstate) shellCode(code string, args []string, what string) {
 // redirect checks one redirection and, for a here-document or
 // here-string, records it as the command's standard input.
 func (s *gstate) redirect(r *syntax.Redirect, in *stdin) {
-	if r.N != nil && !isDigits(r.N.Value) {
+	if r.N != nil && !shell.IsDigits(r.N.Value) {
 		// {fd}>file: the variable gets a number.
 		s.vars[r.N.Value] = strVar(envMark)
 	}
@@ -669,7 +671,7 @@ func (s *gstate) redirect(r *syntax.Redirect, in *stdin) {
 	}
 	switch r.Op {
 	case syntax.DplOut, syntax.DplIn:
-		if isDigits(target) || target == "-" || strings.HasSuffix(target, "-") && isDigits(strings.TrimSuffix(target, "-")) {
+		if shell.IsDigits(target) || target == "-" || strings.HasSuffix(target, "-") && shell.IsDigits(strings.TrimSuffix(target, "-")) {
 			return
 		}
 		if r.Op == syntax.DplIn {
@@ -699,7 +701,7 @@ func (s *gstate) inFile(p string) {
 
 func (s *gstate) outFile(p string, r *syntax.Redirect) {
 	s.specialPath(p)
-	if outputSinks[p] || strings.HasPrefix(p, "/dev/fd/") {
+	if shell.OutputSinks[p] || strings.HasPrefix(p, "/dev/fd/") {
 		return
 	}
 	if hasTaint(p) {
@@ -861,7 +863,7 @@ func (e environ) Get(name string) expand.Variable {
 	case "#":
 		return strVar(fmt.Sprint(len(s.positional())))
 	}
-	if isDigits(name) {
+	if shell.IsDigits(name) {
 		if !s.inPos {
 			if name == "0" {
 				return strVar(envMark)
@@ -885,10 +887,10 @@ func (e environ) Get(name string) expand.Variable {
 			return strVar("/root")
 		case (u == "0" || u == "+0" || u == "+") && len(s.cwds) == 1:
 			return strVar(s.cwds[0]) // ~+, ~0 and ~+0 are $PWD
-		case isDigits(n) && !s.pushd:
+		case shell.IsDigits(n) && !s.pushd:
 			// ~1 with an empty directory stack stays as written.
 			return strVar("~" + u)
-		case n != "" && !isDigits(n) && u[0] != '+' && u[0] != '-':
+		case n != "" && !shell.IsDigits(n) && u[0] != '+' && u[0] != '-':
 			return strVar("/home/" + u)
 		}
 		return strVar(taintMark)

@@ -1,4 +1,4 @@
-package hooks
+package readonly
 
 import (
 	"errors"
@@ -6,16 +6,11 @@ import (
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"sbx.dev/sbx/hooks/shell"
 )
 
-// maxCommand and maxDepth bound the work one decision may take; past them the
-// command is denied.
-const (
-	maxCommand = 64 << 10
-	maxDepth   = 32
-)
-
-// CheckReadOnly returns nil when the Bash command cannot write: it parses as
+// CheckBash returns nil when the Bash command cannot write: it parses as
 // bash, every simple command in it (including inside $(...), <(...),
 // pipelines, loops and conditionals) is a program on the read-only
 // allow-list with arguments its checker accepts, and output goes nowhere but
@@ -26,28 +21,18 @@ const (
 //
 // It is an allow-list over the parsed syntax tree; it never pattern-matches
 // the command text.
-func CheckReadOnly(command string) error {
-	if len(command) > maxCommand {
-		return fmt.Errorf("the command is longer than %d bytes", maxCommand)
+func CheckBash(command string) error {
+	if len(command) > shell.MaxCommand {
+		return fmt.Errorf("the command is longer than %d bytes", shell.MaxCommand)
 	}
 	if strings.ContainsRune(command, 0) {
 		return errors.New("the command contains a NUL byte")
 	}
-	f, err := parseBash(command)
+	f, err := shell.Parse(command)
 	if err != nil {
 		return err
 	}
 	return (&shellChecker{}).stmts(f.Stmts)
-}
-
-// parseBash parses a command as bash, the one parser configuration both
-// the read-only checker and the guard decide on.
-func parseBash(command string) (*syntax.File, error) {
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse the command as bash (%v)", err)
-	}
-	return f, nil
 }
 
 type shellChecker struct {
@@ -56,8 +41,8 @@ type shellChecker struct {
 
 func (c *shellChecker) enter() error {
 	c.depth++
-	if c.depth > maxDepth {
-		return fmt.Errorf("the command nests deeper than %d levels", maxDepth)
+	if c.depth > shell.MaxDepth {
+		return fmt.Errorf("the command nests deeper than %d levels", shell.MaxDepth)
 	}
 	return nil
 }
@@ -92,11 +77,8 @@ func (c *shellChecker) stmt(s *syntax.Stmt) error {
 	return c.command(s.Cmd)
 }
 
-// outputSinks are the only targets output may be redirected to.
-var outputSinks = map[string]bool{"/dev/null": true, "/dev/stdout": true, "/dev/stderr": true}
-
 func (c *shellChecker) redirect(r *syntax.Redirect) error {
-	if r.N != nil && !isDigits(r.N.Value) {
+	if r.N != nil && !shell.IsDigits(r.N.Value) {
 		return fmt.Errorf("redirection with a named file descriptor %q is not allowed", r.N.Value)
 	}
 	switch r.Op {
@@ -105,7 +87,7 @@ func (c *shellChecker) redirect(r *syntax.Redirect) error {
 		if err != nil {
 			return err
 		}
-		if !a.static || !outputSinks[a.text] {
+		if !a.Static || !shell.OutputSinks[a.Text] {
 			return fmt.Errorf("output redirection %s%s%s writes a file (only /dev/null is allowed)", fd(r), r.Op, wordString(r.Word))
 		}
 	case syntax.DplOut, syntax.DplIn:
@@ -113,7 +95,7 @@ func (c *shellChecker) redirect(r *syntax.Redirect) error {
 		if err != nil {
 			return err
 		}
-		if !a.static || !(isDigits(a.text) || a.text == "-") {
+		if !a.Static || !(shell.IsDigits(a.Text) || a.Text == "-") {
 			return fmt.Errorf("redirection %s%s is not a file descriptor duplication", r.Op, wordString(r.Word))
 		}
 	case syntax.RdrIn, syntax.WordHdoc:
@@ -237,7 +219,7 @@ func (c *shellChecker) test(e syntax.TestExpr) error {
 				if err != nil {
 					return err
 				}
-				if !a.static || !isDigits(strings.TrimPrefix(a.text, "-")) {
+				if !a.Static || !shell.IsDigits(strings.TrimPrefix(a.Text, "-")) {
 					return fmt.Errorf("arithmetic comparison %s in [[ ]] needs plain numbers, not %s", x.Op, wordString(w))
 				}
 			}
@@ -252,27 +234,11 @@ func (c *shellChecker) test(e syntax.TestExpr) error {
 	}
 }
 
-// arg is one word of a simple command as far as it can be known before the
-// shell runs it.
-type arg struct {
-	// text is the word with quoting removed. For a word that is not static,
-	// computed parts are left as written.
-	text string
-	// static: text is exactly the single argument the program receives.
-	static bool
-	// safeLead: not static, but every argument it can expand to begins with
-	// the same literal character, which is not '-': it is an operand, never
-	// an option (a glob like src/*.go, "$dir/x").
-	safeLead bool
-}
-
-func (a arg) String() string { return a.text }
-
 // word checks the expansions inside w (command and process substitutions
 // must themselves be read-only) and describes the argument it makes.
-func (c *shellChecker) word(w *syntax.Word) (arg, error) {
+func (c *shellChecker) word(w *syntax.Word) (shell.Arg, error) {
 	if err := c.enter(); err != nil {
-		return arg{}, err
+		return shell.Arg{}, err
 	}
 	defer c.leave()
 	var b strings.Builder
@@ -281,7 +247,7 @@ func (c *shellChecker) word(w *syntax.Word) (arg, error) {
 	for _, part := range w.Parts {
 		switch x := part.(type) {
 		case *syntax.Lit:
-			b.WriteString(unescapeUnquoted(x.Value))
+			b.WriteString(shell.UnescapeUnquoted(x.Value))
 		case *syntax.SglQuoted:
 			if x.Dollar {
 				// $'...' decodes escapes such as \x2d ("-"); treat its
@@ -302,23 +268,23 @@ func (c *shellChecker) word(w *syntax.Word) (arg, error) {
 					continue
 				}
 				if err := c.expansion(dp); err != nil {
-					return arg{}, err
+					return shell.Arg{}, err
 				}
 				static = false
 				b.WriteString("$…")
 			}
 		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp:
 			if err := c.expansion(part); err != nil {
-				return arg{}, err
+				return shell.Arg{}, err
 			}
 			static, splits = false, true
 			b.WriteString("$…")
 		case *syntax.ProcSubst:
 			if x.Op != syntax.CmdIn {
-				return arg{}, errors.New("output process substitution >(...) is not allowed")
+				return shell.Arg{}, errors.New("output process substitution >(...) is not allowed")
 			}
 			if err := c.stmts(x.Stmts); err != nil {
-				return arg{}, err
+				return shell.Arg{}, err
 			}
 			// Expands to a single /dev/fd/N path.
 			static = false
@@ -327,15 +293,15 @@ func (c *shellChecker) word(w *syntax.Word) (arg, error) {
 			static = false
 			b.WriteString(x.Op.String() + x.Pattern.Value + ")")
 		default:
-			return arg{}, fmt.Errorf("word part %T is not allowed", part)
+			return shell.Arg{}, fmt.Errorf("word part %T is not allowed", part)
 		}
 	}
 	if expands(w) {
 		static = false
 	}
-	a := arg{text: b.String(), static: static}
+	a := shell.Arg{Text: b.String(), Static: static}
 	if !static && !splits {
-		a.safeLead = leadsLiterally(w)
+		a.SafeLead = leadsLiterally(w)
 	}
 	return a, nil
 }
@@ -351,7 +317,7 @@ func (c *shellChecker) expansion(part syntax.WordPart) error {
 			x.Exp == nil && !x.Excl && x.Names == 0 && x.NestedParam == nil && x.Flags == nil &&
 			len(x.Modifiers) == 0 && !x.Width && !x.IsSet
 		if !plain {
-			return fmt.Errorf("parameter expansion %s is not allowed (only $name and ${name})", nodeString(x))
+			return fmt.Errorf("parameter expansion %s is not allowed (only $name and ${name})", shell.NodeString(x))
 		}
 		return nil
 	case *syntax.CmdSubst:
@@ -413,23 +379,6 @@ func leadsLiterally(w *syntax.Word) bool {
 		return false
 	}
 	return first != "-"
-}
-
-// unescapeUnquoted removes backslash quoting from an unquoted literal the
-// way bash does (so `-\i` is "-i").
-func unescapeUnquoted(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-			if s[i] != '\n' {
-				b.WriteByte(s[i])
-			}
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // expands reports whether bash may turn w into something other than its
@@ -515,7 +464,7 @@ func (c *shellChecker) call(x *syntax.CallExpr) error {
 	if len(x.Assigns) > 0 {
 		return fmt.Errorf("variable assignments (%s=...) are not allowed", x.Assigns[0].Name.Value)
 	}
-	args := make([]arg, len(x.Args))
+	args := make([]shell.Arg, len(x.Args))
 	for i, w := range x.Args {
 		a, err := c.word(w)
 		if err != nil {
@@ -524,31 +473,31 @@ func (c *shellChecker) call(x *syntax.CallExpr) error {
 		args[i] = a
 	}
 	name := args[0]
-	if !name.static {
+	if !name.Static {
 		return fmt.Errorf("the program name %s is computed at run time", wordString(x.Args[0]))
 	}
-	if strings.ContainsRune(name.text, '/') {
-		return fmt.Errorf("%q: run programs by name, not by path", name.text)
+	if strings.ContainsRune(name.Text, '/') {
+		return fmt.Errorf("%q: run programs by name, not by path", name.Text)
 	}
-	p, ok := programs[name.text]
+	p, ok := programs[name.Text]
 	if !ok {
-		return fmt.Errorf("%q is not a read-only program", name.text)
+		return fmt.Errorf("%q is not a read-only program", name.Text)
 	}
-	if p.check == nil {
+	if p.Check == nil {
 		return nil // any arguments, computed or not
 	}
 	rest := args[1:]
 	for i, a := range rest {
-		if p.computed {
+		if p.Computed {
 			break
 		}
-		if !a.static && !a.safeLead {
+		if !a.Static && !a.SafeLead {
 			return fmt.Errorf("argument %s of %s is computed at run time and could become an option; "+
-				"write it literally (start a glob with ./, as in ./*.go)", wordString(x.Args[i+1]), name.text)
+				"write it literally (start a glob with ./, as in ./*.go)", wordString(x.Args[i+1]), name.Text)
 		}
 	}
-	if err := p.check(rest); err != nil {
-		return fmt.Errorf("%s: %w", name.text, err)
+	if err := p.Check(rest); err != nil {
+		return fmt.Errorf("%s: %w", name.Text, err)
 	}
 	return nil
 }
@@ -560,28 +509,4 @@ func fd(r *syntax.Redirect) string {
 	return r.N.Value
 }
 
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func wordString(w *syntax.Word) string { return nodeString(w) }
-
-func nodeString(n syntax.Node) string {
-	var b strings.Builder
-	if err := syntax.NewPrinter().Print(&b, n); err != nil {
-		return fmt.Sprintf("%T", n)
-	}
-	s := b.String()
-	if len(s) > 80 {
-		s = s[:77] + "..."
-	}
-	return s
-}
+func wordString(w *syntax.Word) string { return shell.NodeString(w) }

@@ -1,4 +1,4 @@
-package hooks
+package guard
 
 // The guard's rules for writers that take a target directory or work tree,
 // for tools that reach the network by other names (package managers), and
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"sbx.dev/sbx/hooks/shell"
 )
 
 // planeCheck is writeCheck without the system directories: for an
@@ -53,7 +55,7 @@ func (s *gstate) targetDir(what, dir string) {
 
 // targetFile checks one file a program writes (dd of=, curl -o).
 func (s *gstate) targetFile(what, p string) {
-	if s.err != nil || p == "-" || outputSinks[p] {
+	if s.err != nil || p == "-" || shell.OutputSinks[p] {
 		return
 	}
 	if hasTaint(p) {

@@ -1,9 +1,11 @@
-package hooks
+package guard
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // Evasions and false denials found while building the guard, one
@@ -155,7 +157,7 @@ func TestRegressionGuardMalformedGlobIsLiteral(t *testing.T) {
 // though the tool may expand the tilde to the home directory.
 func TestRegressionGuardTildeToolPath(t *testing.T) {
 	for _, tool := range []string{"Write", "Edit", "Read"} {
-		in := &Input{ToolName: tool, Cwd: "/workspace/repo", ToolInput: map[string]json.RawMessage{
+		in := &toolcall.Input{ToolName: tool, Cwd: "/workspace/repo", ToolInput: map[string]json.RawMessage{
 			"file_path": json.RawMessage(`"~/.claude/settings.json"`), "content": json.RawMessage(`"x"`),
 			"old_string": json.RawMessage(`"a"`), "new_string": json.RawMessage(`"b"`)}}
 		if boxGuard.Decide(in).Allow {

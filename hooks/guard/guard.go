@@ -1,4 +1,9 @@
-package hooks
+// Package guard is the driver lane's containment hook, `sbx hook guard`:
+// no control-plane edits, no credential exfiltration, no runtime
+// reconfiguration, no deleting system directories. It walks Bash commands
+// on the syntax tree package shell parses, and asks package readonly
+// whether a program only reads (its allow-list and its sed and awk rules).
+package guard
 
 import (
 	"encoding/json"
@@ -10,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"sbx.dev/sbx/hooks/toolcall"
 )
 
 // Guard is the driver lane's PreToolUse hook (issue 7): it denies editing
@@ -50,20 +57,20 @@ var guardTools = map[string]string{
 }
 
 // Decide rules on one tool call.
-func (g Guard) Decide(in *Input) Decision {
+func (g Guard) Decide(in *toolcall.Input) toolcall.Decision {
 	kind, ok := guardTools[in.ToolName]
 	if !ok && strings.HasPrefix(in.ToolName, "mcp__") {
 		// The operator's MCP servers, reached through the gateway.
 		kind, ok = "ok", true
 	}
 	if !ok {
-		return deny("guard: unknown tool %q; it is denied until the guard knows what it does", in.ToolName)
+		return toolcall.Deny("guard: unknown tool %q; it is denied until the guard knows what it does", in.ToolName)
 	}
 	switch kind {
 	case "bash":
-		cmd, err := in.toolString("command")
+		cmd, err := in.ToolString("command")
 		if err != nil {
-			return deny("guard: %v", err)
+			return toolcall.Deny("guard: %v", err)
 		}
 		return g.decideBashState(in, cmd)
 	case "write", "notebook":
@@ -71,13 +78,13 @@ func (g Guard) Decide(in *Input) Decision {
 		if kind == "notebook" {
 			key = "notebook_path"
 		}
-		p, err := in.toolPath(key)
+		p, err := in.ToolPath(key)
 		if err != nil {
-			return deny("guard: %v", err)
+			return toolcall.Deny("guard: %v", err)
 		}
 		for _, q := range g.toolPaths(in, key, p) {
 			if why := g.writeProtected(splitPath(q), false); why != "" {
-				return deny("guard: %s %s is the control plane (%s); the agent may not change it", in.ToolName, p, why)
+				return toolcall.Deny("guard: %s %s is the control plane (%s); the agent may not change it", in.ToolName, p, why)
 			}
 		}
 		for _, text := range writtenText(in) {
@@ -85,22 +92,22 @@ func (g Guard) Decide(in *Input) Decision {
 				break // read by people, not run
 			}
 			if what := plantsExfiltration(text); what != "" {
-				return deny("guard: %s %s plants code that would send the environment or a secret out when it runs (%s)", in.ToolName, p, what)
+				return toolcall.Deny("guard: %s %s plants code that would send the environment or a secret out when it runs (%s)", in.ToolName, p, what)
 			}
 			if what := plantsControlWrite(text); what != "" {
-				return deny("guard: %s %s plants code that would change the control plane (%s) when it runs", in.ToolName, p, what)
+				return toolcall.Deny("guard: %s %s plants code that would change the control plane (%s) when it runs", in.ToolName, p, what)
 			}
 		}
-		return allow("path outside the control plane")
+		return toolcall.Allow("path outside the control plane")
 	case "read", "notebook-read", "search":
 		return g.decideRead(in, kind)
 	}
-	return allow("tool does not touch the control plane")
+	return toolcall.Allow("tool does not touch the control plane")
 }
 
 // decideRead denies reading credentials and Claude Code's settings; a
 // search (Grep, Glob, LS) is denied on a path that holds them.
-func (g Guard) decideRead(in *Input, kind string) Decision {
+func (g Guard) decideRead(in *toolcall.Input, kind string) toolcall.Decision {
 	key := "file_path"
 	switch kind {
 	case "notebook-read":
@@ -108,31 +115,31 @@ func (g Guard) decideRead(in *Input, kind string) Decision {
 	case "search":
 		key = "path"
 		if _, ok := in.ToolInput[key]; !ok {
-			return allow("search in the working directory")
+			return toolcall.Allow("search in the working directory")
 		}
 	}
-	p, err := in.toolPath(key)
+	p, err := in.ToolPath(key)
 	if err != nil {
-		return deny("guard: %v", err)
+		return toolcall.Deny("guard: %v", err)
 	}
 	for _, q := range g.toolPaths(in, key, p) {
 		segs := splitPath(q)
 		if len(segs) >= 2 && segs[0] == "proc" && segs[len(segs)-1] == "environ" {
-			return deny("guard: %s %s is a process environment, which may hold credentials", in.ToolName, p)
+			return toolcall.Deny("guard: %s %s is a process environment, which may hold credentials", in.ToolName, p)
 		}
 		if in.ToolName == "Grep" && len(segs) >= 1 && segs[0] == "proc" && !procFile(segs) {
-			return deny("guard: Grep in %s would read process environments; name the file", p)
+			return toolcall.Deny("guard: Grep in %s would read process environments; name the file", p)
 		}
 		if why := g.readProtected(segs); why != "" {
-			return deny("guard: %s %s holds credentials or the agent's settings (%s)", in.ToolName, p, why)
+			return toolcall.Deny("guard: %s %s holds credentials or the agent's settings (%s)", in.ToolName, p, why)
 		}
 		if kind == "search" && in.ToolName == "Grep" {
 			if why := g.readProtected(append(segs, "**")); why != "" && !anywhereOnly(g, segs) {
-				return deny("guard: Grep in %s would read %s; search a narrower directory", p, why)
+				return toolcall.Deny("guard: Grep in %s would read %s; search a narrower directory", p, why)
 			}
 		}
 	}
-	return allow("not a protected file")
+	return toolcall.Allow("not a protected file")
 }
 
 // procFile: a /proc file that is not a directory holding environments.
@@ -149,10 +156,10 @@ func procFile(segs []string) bool {
 
 // writtenText is the text a Write, Edit, MultiEdit or NotebookEdit puts
 // into the file.
-func writtenText(in *Input) []string {
+func writtenText(in *toolcall.Input) []string {
 	var out []string
 	for _, k := range []string{"content", "new_string", "new_source"} {
-		if s, ok, err := stringField(in.ToolInput, k); ok && err == nil {
+		if s, ok, err := toolcall.StringField(in.ToolInput, k); ok && err == nil {
 			out = append(out, s)
 		}
 	}
@@ -160,7 +167,7 @@ func writtenText(in *Input) []string {
 		var edits []map[string]json.RawMessage
 		if json.Unmarshal(raw, &edits) == nil {
 			for _, e := range edits {
-				if s, ok, err := stringField(e, "new_string"); ok && err == nil {
+				if s, ok, err := toolcall.StringField(e, "new_string"); ok && err == nil {
 					out = append(out, s)
 				}
 			}
@@ -172,9 +179,9 @@ func writtenText(in *Input) []string {
 // toolPaths are the files a tool's path argument may reach: the clean path,
 // its symlinks resolved, and for a path written as ~/..., the same under
 // the home directory (in case the tool expands it).
-func (g Guard) toolPaths(in *Input, key, p string) []string {
+func (g Guard) toolPaths(in *toolcall.Input, key, p string) []string {
 	out := normalized(p)
-	if raw, err := in.toolString(key); err == nil && (raw == "~" || strings.HasPrefix(raw, "~/")) {
+	if raw, err := in.ToolString(key); err == nil && (raw == "~" || strings.HasPrefix(raw, "~/")) {
 		out = append(out, normalized(filepath.Join(g.homes()[0], raw[1:]))...)
 	}
 	return out
@@ -244,7 +251,7 @@ func (g Guard) rules() []pathRule {
 	}
 	rs = append(rs, pathRule{segs: []string{"**", ".git-credentials"}, why: "git credentials", read: true, anywhere: true})
 	ws := filepath.Clean(g.Workspace)
-	for _, f := range []string{".agent.log", ".agent.task", ".agent.run", ".agent.running", ".agent.done", LogFile} {
+	for _, f := range []string{".agent.log", ".agent.task", ".agent.run", ".agent.running", ".agent.done", toolcall.LogFile} {
 		add(ws+"/"+f, "the controller's run files", false)
 	}
 	if g.Log != "" {
