@@ -17,6 +17,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/internal/charset"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 )
 
@@ -27,11 +28,12 @@ const DefaultHost = "https://github.com"
 // keys.ErrInvalid and keys.ErrForbidden are used as they are for users and
 // keys, so fronts map all of them the same way.
 var (
-	// ErrTokenRejected: the host answered 401/403 to the token.
-	ErrTokenRejected = errors.New("token rejected by the git host")
+	// ErrTokenRejected: the host answered 401/403 to the token (wrong,
+	// revoked or expired); another token may work, so it is Invalid.
+	ErrTokenRejected = errkind.New(errkind.Invalid, "token rejected by the git host (wrong, revoked or expired)")
 	// ErrUnreachable: the host answered 404, so the repository does not
 	// exist or the token cannot see it (GitHub does not tell which).
-	ErrUnreachable = errors.New("repository not found or not visible to this token")
+	ErrUnreachable = errkind.New(errkind.NotFound, "repository not found or not visible to this token")
 	// ErrNoAccount: no account of the user can reach the repository.
 	ErrNoAccount = errors.New("no GitHub account can reach the repository")
 )
@@ -44,6 +46,9 @@ type Account struct {
 	Masked  string // the token masked for display, e.g. "ghp_…ABCD"
 	Default bool
 	Created time.Time
+	// Identity is who the token belongs to, as the host said when the
+	// account was added: only Add fills it (it is not stored).
+	Identity Identity
 }
 
 // Record is an account as stored: with its owner's user id and the sealed
@@ -125,8 +130,6 @@ type Repo struct {
 }
 
 func (r Repo) String() string { return r.Owner + "/" + r.Name }
-
-var ()
 
 // ParseRepo parses "owner/name" (a trailing ".git" is dropped), with
 // GitHub's rules: owner is letters, digits and '-' (at most 39, not starting
