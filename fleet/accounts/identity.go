@@ -77,8 +77,8 @@ var (
 
 // Identify asks the host's API who token belongs to (GET <api>/user, as
 // `gh auth status` does). A 401 or 403 is ErrTokenRejected; a host that
-// cannot be reached, fails (5xx) or redirects (the token is never sent on
-// to where a redirect points) is errkind.Unavailable.
+// cannot be reached, fails (5xx), rate-limits or redirects (the token is
+// never sent on to where a redirect points) is errkind.Unavailable.
 func (s *Service) Identify(ctx context.Context, token string) (Identity, error) {
 	api := APIURL(s.host)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/user", nil)
@@ -96,6 +96,10 @@ func (s *Service) Identify(ctx context.Context, token string) (Identity, error) 
 	}
 	defer resp.Body.Close()
 	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests || (code == http.StatusForbidden && resp.Header.Get("X-RateLimit-Remaining") == "0"):
+		// GitHub answers an exhausted rate limit with 403 too: that says
+		// nothing about the token.
+		return Identity{}, fmt.Errorf("check the token at %s: rate limited (%s); retry later: %w", api, resp.Status, errkind.Unavailable)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return Identity{}, fmt.Errorf("check the token at %s: %s: %w", api, resp.Status, ErrTokenRejected)
 	case code >= 300 && code < 400:

@@ -91,6 +91,11 @@ func TestIdentifyHostTrouble(t *testing.T) {
 		http.Error(w, "upstream down", http.StatusBadGateway)
 	}))
 	defer broken.Close()
+	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		http.Error(w, `{"message":"API rate limit exceeded"}`, http.StatusForbidden)
+	}))
+	defer limited.Close()
 	notGitHub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("<html>welcome</html>"))
 	}))
@@ -104,6 +109,7 @@ func TestIdentifyHostTrouble(t *testing.T) {
 	}{
 		{"5xx", broken.URL, "502", errkind.Unavailable},
 		{"unreachable", closedURL, "connect", errkind.Unavailable},
+		{"rate limited", limited.URL, "rate limited", errkind.Unavailable},
 		{"redirect to another host", redir.URL, "not following with a token", errkind.Unavailable},
 		{"not a GitHub", notGitHub.URL, "names no GitHub user", nil},
 	} {
@@ -172,6 +178,31 @@ func TestAPIURL(t *testing.T) {
 		}
 		if got := accounts.APIURL(u); got != want {
 			t.Errorf("APIURL(%s) = %s, want %s", host, got, want)
+		}
+	}
+}
+
+// TestIdentifyExpiry: GitHub's expiry header comes with a zone name or a
+// numeric offset; both read as the same instant, and the text says how
+// long is left (or that it is over).
+func TestIdentifyExpiry(t *testing.T) {
+	want := time.Date(2027, 3, 4, 12, 0, 0, 0, time.UTC)
+	for _, header := range []string{"2027-03-04 12:00:00 UTC", "2027-03-04 05:00:00 -0700"} {
+		api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("GitHub-Authentication-Token-Expiration", header)
+			w.Write([]byte(`{"login":"octocat"}`))
+		}))
+		svc, _ := accounts.New(nil, nil, nil, accounts.Config{Host: api.URL})
+		id, err := svc.Identify(context.Background(), tokA)
+		api.Close()
+		if err != nil || !id.Expires.Equal(want) {
+			t.Fatalf("%q: %+v %v", header, id, err)
+		}
+		if got := id.ExpiresText(want.Add(-50 * time.Hour)); got != "2027-03-04 12:00 UTC (in 2 days)" {
+			t.Errorf("ExpiresText = %q", got)
+		}
+		if got := id.ExpiresText(want.Add(time.Hour)); !strings.HasSuffix(got, "(expired)") {
+			t.Errorf("ExpiresText after expiry = %q", got)
 		}
 	}
 }
