@@ -1,9 +1,11 @@
 // Package accounts keeps each user's GitHub accounts: a name and a token,
-// sealed at rest with fleet/seal, probed against the git host before it is
+// sealed at rest with fleet/seal, checked with the host's API (who it
+// belongs to) and optionally probed against a repository before it is
 // saved, and chosen per repository by which account can reach it.
 //
-// A token is only ever sent to the host it was added for: an account records
-// its host, and an account of another host is never used or probed.
+// A token is only ever sent to the host it was added for and that host's
+// API (APIURL): an account records its host, an account of another host is
+// never used or probed, and no redirect is followed with a token.
 package accounts
 
 import (
