@@ -46,7 +46,12 @@ func (c *call) accountCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "added account %s (%s, token %s)\n", a.Name, a.Host, a.Masked)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "added account %s (%s, token %s)\n", a.Name, a.Host, a.Masked)
+			fmt.Fprintf(out, "  login    %s\n  scopes   %s\n  expires  %s\n", a.Identity.Login, a.Identity.ScopesText(), a.Identity.ExpiresText(c.srv.Now()))
+			if probe != "" {
+				fmt.Fprintf(out, "  probe    %s is readable with this token\n", probe)
+			}
 			return nil
 		},
 	}
