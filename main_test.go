@@ -5,7 +5,8 @@ package main
 // sbxForScripts) with the real OpenSSH client, real SQLite and real HTTP.
 // Custom commands:
 //
-//	serve [-admin KEY] [-data DIR] [args...]  start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
+//	serve [-admin KEY] [-data DIR] [-env NAME=VALUE]... [args...]
+//	                                          start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
 //	shutdown [-9] [-within DUR] [-when RE [-after DUR]]  signal once serve.log matches RE (and DUR passed); TERM must finish within DUR
 //	sshx KEY [ssh options... --] [command...] run OpenSSH as the owner of $WORK/KEY against the server
 //	sshloop N KEY [command...]                run sshx N times, each must fail authentication
@@ -124,15 +125,17 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("unsupported: ! serve")
 	}
-	// -admin and -data are ours; everything else goes to `sbx serve`.
+	// -admin, -data and -env are ours; everything else goes to `sbx serve`.
 	admin, data := "", "data"
-	var rest []string
+	var rest, extraEnv []string
 	for i := 0; i < len(args); i++ {
 		switch {
 		case args[i] == "-admin" && i+1 < len(args):
 			admin, i = args[i+1], i+1
 		case args[i] == "-data" && i+1 < len(args):
 			data, i = args[i+1], i+1
+		case args[i] == "-env" && i+1 < len(args):
+			extraEnv, i = append(extraEnv, args[i+1]), i+1
 		default:
 			rest = append(rest, args[i])
 		}
@@ -160,6 +163,8 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 			env = append(env, name+"="+v)
 		}
 	}
+	// Variables that are no config key (a typo, another tool's).
+	env = append(env, extraEnv...)
 	if admin != "" {
 		pub, err := os.ReadFile(ts.MkAbs(admin + ".pub"))
 		ts.Check(err)

@@ -65,6 +65,7 @@ func NewConfigCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			warnUnknownEnv(newLogger(cfg.Log, cmd.ErrOrStderr()), os.Environ())
 			out, err := cfg.YAML()
 			if err != nil {
 				return err
@@ -94,6 +95,7 @@ func NewServeCommand(ext Options) *cobra.Command {
 			}
 			opts := ext
 			opts.Logger = newLogger(cfg.Log, cmd.ErrOrStderr())
+			warnUnknownEnv(opts.Logger, os.Environ())
 			if opts.Now == nil {
 				opts.Now = time.Now
 			}
@@ -153,11 +155,24 @@ func serve(ctx context.Context, out io.Writer, cfg config.Config, opts Options) 
 	return err
 }
 
+// warnUnknownEnv logs one warning per SBX_ variable nothing reads, with
+// the known name it may mean: a typo is said, never fatal.
+func warnUnknownEnv(log *slog.Logger, environ []string) {
+	for _, u := range config.UnknownEnvs(environ) {
+		attrs := []any{"name", u.Name}
+		if u.Suggestion != "" {
+			attrs = append(attrs, "hint", "did you mean "+u.Suggestion+"?")
+		}
+		log.Warn("unknown environment variable, ignored", attrs...)
+	}
+}
+
 // newLogger writes text on a terminal and JSON otherwise (auto).
+// Durations are text in both ("1.5s"; JSON would print nanoseconds).
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}
 	format := c.Format
 	if format == "auto" {
 		format = "json"
@@ -173,4 +188,13 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	}
 	// Lines logged with a request's context ([audit] included) carry its id.
 	return slog.New(web.LogHandler(h))
+}
+
+// durationText prints a duration attribute as text, the way it is written
+// in configuration and flags.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

@@ -109,6 +109,29 @@ func TestLoggerFormat(t *testing.T) {
 	}
 }
 
+// TestLoggerDurationsAsText: a duration reads "1.5s" in both formats, in
+// groups and in a logger's own attributes too, never as nanoseconds.
+func TestLoggerDurationsAsText(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var buf bytes.Buffer
+		log := newLogger(config.Log{Format: format, Level: "info"}, &buf).With("drain", DrainTimeout)
+		log.Info("stopped", "took", 1500*time.Millisecond, slog.Group("probe", "took", 20*time.Second), "count", 3)
+		line := buf.String()
+		want := []string{`"took":"1.5s"`, `"probe":{"took":"20s"}`, `"drain":"4s"`, `"count":3`}
+		if format == "text" {
+			want = []string{"took=1.5s", "probe.took=20s", "drain=4s", "count=3"}
+		}
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				t.Errorf("%s log %q lacks %s", format, line, w)
+			}
+		}
+		if strings.Contains(line, "1500000000") {
+			t.Errorf("%s log %q prints a duration in nanoseconds", format, line)
+		}
+	}
+}
+
 func TestWriteFileAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
