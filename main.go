@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/hooks"
+	"sbx.dev/sbx/internal/buildinfo"
 	"sbx.dev/sbx/vm/fwd"
 	"sbx.dev/sbx/vm/guest/boxcmd"
 	"sbx.dev/sbx/vm/guest/pid1"
@@ -46,9 +47,12 @@ func newRoot() *cobra.Command {
 		Short:         "Run coding agents in throwaway microVMs, driven over SSH, web and MCP",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Get().String(),
 	}
+	root.SetVersionTemplate("sbx {{.Version}}\n")
 	root.AddCommand(gatewayCommands()...)
 	root.AddCommand(
+		buildinfo.NewCommand(),
 		hooks.NewCommand(),
 		boxcmd.NewCommand(),
 		fwd.NewCommand(),
