@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -31,11 +32,16 @@ func main() {
 }
 
 // execute runs the command line against root; an error ends the process
-// with status 1.
+// with status 1, or the one the error carries (an interrupted start: 130).
 func execute(root *cobra.Command) {
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "sbx:", err)
-		os.Exit(1)
+		status := 1
+		var carried interface{ ExitStatus() int }
+		if errors.As(err, &carried) {
+			status = carried.ExitStatus()
+		}
+		os.Exit(status)
 	}
 }
 

@@ -18,6 +18,7 @@ package main
 //	sleep DUR                                 pause the script
 //	waitlog RE                                wait until serve.log matches RE
 //	tlscert CERT KEY                          write a self-signed certificate for 127.0.0.1
+//	blackhole FILE                            listen on loopback, never answer; sets BLACKHOLE, creates FILE at the first connection
 
 import (
 	"bytes"
@@ -75,15 +76,16 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"serve":    cmdServe,
-			"shutdown": cmdStop,
-			"sshx":     cmdSSH,
-			"sshloop":  cmdSSHLoop,
-			"http":     cmdHTTP,
-			"clock":    cmdClock,
-			"sshprobe": cmdSSHProbe,
-			"addkeys":  cmdAddKeys,
-			"tlscert":  cmdTLSCert,
+			"serve":     cmdServe,
+			"shutdown":  cmdStop,
+			"sshx":      cmdSSH,
+			"sshloop":   cmdSSHLoop,
+			"http":      cmdHTTP,
+			"clock":     cmdClock,
+			"sshprobe":  cmdSSHProbe,
+			"addkeys":   cmdAddKeys,
+			"tlscert":   cmdTLSCert,
+			"blackhole": cmdBlackhole,
 			"waitlog": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
 					ts.Fatalf("usage: waitlog REGEXP")
@@ -321,6 +323,37 @@ func cmdSSHLoop(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("attempt %d: ssh succeeded", i+1)
 		}
 	}
+}
+
+// cmdBlackhole listens on loopback and never answers: a start step that
+// connects there (a postgres store.dsn) blocks until it is interrupted.
+func cmdBlackhole(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: blackhole FILE")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	ts.Setenv("BLACKHOLE", ln.Addr().String())
+	marker := ts.MkAbs(args[0])
+	accepted := make(chan []net.Conn, 1)
+	go func() {
+		var conns []net.Conn
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				accepted <- conns
+				return
+			}
+			conns = append(conns, c)
+			_ = os.WriteFile(marker, nil, 0o600)
+		}
+	}()
+	ts.Defer(func() {
+		ln.Close()
+		for _, c := range <-accepted {
+			c.Close()
+		}
+	})
 }
 
 // waitLog polls serve.log until it matches re.

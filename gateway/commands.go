@@ -108,15 +108,15 @@ func NewServeCommand(ext Options) *cobra.Command {
 }
 
 func serve(ctx context.Context, out io.Writer, cfg config.Config, opts Options) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signalContext(ctx)
 	defer stop()
 	srv, err := NewServer(ctx, cfg, opts)
 	if err != nil {
-		return err
+		return startError(ctx, err)
 	}
 	if err := srv.Start(ctx); err != nil {
 		_ = srv.Shutdown(context.Background())
-		return err
+		return startError(ctx, err)
 	}
 	// One write: whoever reads the output once the address file exists
 	// sees the whole banner or none of it.
@@ -151,6 +151,45 @@ func serve(ctx context.Context, out io.Writer, cfg config.Config, opts Options) 
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Sessions cut at the drain deadline are expected, not a failure.
 		return nil
+	}
+	return err
+}
+
+// interrupted is why a start ended early: SIGINT or SIGTERM arrived before
+// the gateway served. Its exit status is the shell's for a signal.
+type interrupted struct{ Signal syscall.Signal }
+
+func (e interrupted) Error() string { return "interrupted" }
+
+// ExitStatus is 128 plus the signal's number (130 for SIGINT).
+func (e interrupted) ExitStatus() int { return 128 + int(e.Signal) }
+
+// Is makes an interrupt a cancellation, as signal.NotifyContext's cause is.
+func (e interrupted) Is(target error) bool { return target == context.Canceled }
+
+// signalContext is cancelled by SIGINT or SIGTERM, with interrupted as its
+// cause; stop restores the signals' default (a second one kills).
+func signalContext(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(interrupted{Signal: sig.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
+}
+
+// startError is err, or interrupted when a signal cut the start short:
+// the user pressed Ctrl-C, and whichever step noticed ("list boxes:
+// context canceled") is no news to them.
+func startError(ctx context.Context, err error) error {
+	var in interrupted
+	if errors.As(context.Cause(ctx), &in) {
+		return in
 	}
 	return err
 }
