@@ -18,15 +18,7 @@ import (
 // and reused. On these hosts /dev/kvm is a paravirtual KVM that cannot run
 // the guest, so TCG with a reason is expected there; on a real host KVM.
 func TestChooseAccel(t *testing.T) {
-	q, err := FindQEMU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	k, err := kernel.Resolve(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, k, dir := probeInputs(t)
 	cache := filepath.Join(dir, "accel.json")
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
@@ -72,15 +64,7 @@ func TestChooseAccelInterrupted(t *testing.T) {
 	} else {
 		f.Close()
 	}
-	q, err := FindQEMU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	k, err := kernel.Resolve(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, k, dir := probeInputs(t)
 	cause := errors.New("interrupted by the test")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	// Cancel once the probe says it started: the boot is under way.
@@ -102,6 +86,21 @@ func TestChooseAccelInterrupted(t *testing.T) {
 	if _, ok := CachedAccel(cache); ok {
 		t.Errorf("an interrupted probe cached a verdict")
 	}
+}
+
+// probeInputs finds QEMU and a kernel to probe with, and a fresh dir for
+// the verdict.
+func probeInputs(t *testing.T) (qemu string, k kernel.Kernel, dir string) {
+	t.Helper()
+	qemu, err := FindQEMU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	if k, err = kernel.Resolve(dir); err != nil {
+		t.Fatal(err)
+	}
+	return qemu, k, dir
 }
 
 type writerFunc func([]byte) (int, error)
