@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/gateway/web"
+	"sbx.dev/sbx/internal/buildinfo"
 )
 
 func testConfig(t *testing.T, dir string) config.Config {
@@ -56,6 +58,12 @@ func TestServerLifecycle(t *testing.T) {
 		resp, err := http.Get(srv.HTTPURL() + "/healthz")
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("healthz: %v %v", resp, err)
+		}
+		// Liveness names the build, as `sbx version` does.
+		var health map[string]string
+		if err := json.NewDecoder(resp.Body).Decode(&health); err != nil ||
+			health["status"] != "ok" || health["version"] != buildinfo.Get().Short() || health["version"] == "" {
+			t.Fatalf("healthz answered %v (%v), want status ok and version %q", health, err, buildinfo.Get().Short())
 		}
 		resp.Body.Close()
 		sctx, cancel := context.WithTimeout(ctx, DrainTimeout)
