@@ -39,7 +39,7 @@ var otherEnv = []string{
 	// The test cluster (hack/cluster, hack/with-cluster.sh) and the tests:
 	// a gateway started from a test or a shell that set them is no typo.
 	"SBX_TEST_CLUSTER", "SBX_CLUSTER_DIR", "SBX_KUBECONFIG", "SBX_POSTGRES_DSN", "SBX_TEST_BINARY",
-	"SBX_PID", "SBX_CLAUDE", "SBX_BENCH_AB", "SBX_HOOKBENCH", "SBX_UPDATE_CSS",
+	"SBX_CLAUDE", "SBX_BENCH_AB", "SBX_HOOKBENCH", "SBX_UPDATE_CSS",
 }
 
 func isOtherEnv(name string) bool { return slices.Contains(otherEnv, name) }
