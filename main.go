@@ -8,12 +8,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/hooks"
+	"sbx.dev/sbx/internal/buildinfo"
 	"sbx.dev/sbx/vm/fwd"
 	"sbx.dev/sbx/vm/guest/boxcmd"
 	"sbx.dev/sbx/vm/guest/pid1"
@@ -30,11 +32,16 @@ func main() {
 }
 
 // execute runs the command line against root; an error ends the process
-// with status 1.
+// with status 1, or the one the error carries (an interrupted start: 130).
 func execute(root *cobra.Command) {
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "sbx:", err)
-		os.Exit(1)
+		status := 1
+		var carried interface{ ExitStatus() int }
+		if errors.As(err, &carried) {
+			status = carried.ExitStatus()
+		}
+		os.Exit(status)
 	}
 }
 
@@ -46,9 +53,12 @@ func newRoot() *cobra.Command {
 		Short:         "Run coding agents in throwaway microVMs, driven over SSH, web and MCP",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Get().String(),
 	}
+	root.SetVersionTemplate("sbx {{.Version}}\n")
 	root.AddCommand(gatewayCommands()...)
 	root.AddCommand(
+		buildinfo.NewCommand(),
 		hooks.NewCommand(),
 		boxcmd.NewCommand(),
 		fwd.NewCommand(),

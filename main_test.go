@@ -5,7 +5,8 @@ package main
 // sbxForScripts) with the real OpenSSH client, real SQLite and real HTTP.
 // Custom commands:
 //
-//	serve [-admin KEY] [-data DIR] [args...]  start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
+//	serve [-admin KEY] [-data DIR] [-env NAME=VALUE]... [args...]
+//	                                          start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
 //	shutdown [-9] [-within DUR] [-when RE [-after DUR]]  signal once serve.log matches RE (and DUR passed); TERM must finish within DUR
 //	sshx KEY [ssh options... --] [command...] run OpenSSH as the owner of $WORK/KEY against the server
 //	sshloop N KEY [command...]                run sshx N times, each must fail authentication
@@ -17,6 +18,7 @@ package main
 //	sleep DUR                                 pause the script
 //	waitlog RE                                wait until serve.log matches RE
 //	tlscert CERT KEY                          write a self-signed certificate for 127.0.0.1
+//	blackhole FILE                            listen on loopback, never answer; sets BLACKHOLE, creates FILE at the first connection
 
 import (
 	"bytes"
@@ -74,15 +76,16 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"serve":    cmdServe,
-			"shutdown": cmdStop,
-			"sshx":     cmdSSH,
-			"sshloop":  cmdSSHLoop,
-			"http":     cmdHTTP,
-			"clock":    cmdClock,
-			"sshprobe": cmdSSHProbe,
-			"addkeys":  cmdAddKeys,
-			"tlscert":  cmdTLSCert,
+			"serve":     cmdServe,
+			"shutdown":  cmdStop,
+			"sshx":      cmdSSH,
+			"sshloop":   cmdSSHLoop,
+			"http":      cmdHTTP,
+			"clock":     cmdClock,
+			"sshprobe":  cmdSSHProbe,
+			"addkeys":   cmdAddKeys,
+			"tlscert":   cmdTLSCert,
+			"blackhole": cmdBlackhole,
 			"waitlog": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
 					ts.Fatalf("usage: waitlog REGEXP")
@@ -124,15 +127,17 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("unsupported: ! serve")
 	}
-	// -admin and -data are ours; everything else goes to `sbx serve`.
+	// -admin, -data and -env are ours; everything else goes to `sbx serve`.
 	admin, data := "", "data"
-	var rest []string
+	var rest, extraEnv []string
 	for i := 0; i < len(args); i++ {
 		switch {
 		case args[i] == "-admin" && i+1 < len(args):
 			admin, i = args[i+1], i+1
 		case args[i] == "-data" && i+1 < len(args):
 			data, i = args[i+1], i+1
+		case args[i] == "-env" && i+1 < len(args):
+			extraEnv, i = append(extraEnv, args[i+1]), i+1
 		default:
 			rest = append(rest, args[i])
 		}
@@ -160,6 +165,8 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 			env = append(env, name+"="+v)
 		}
 	}
+	// Variables that are no config key (a typo, another tool's).
+	env = append(env, extraEnv...)
 	if admin != "" {
 		pub, err := os.ReadFile(ts.MkAbs(admin + ".pub"))
 		ts.Check(err)
@@ -316,6 +323,37 @@ func cmdSSHLoop(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("attempt %d: ssh succeeded", i+1)
 		}
 	}
+}
+
+// cmdBlackhole listens on loopback and never answers: a start step that
+// connects there (a postgres store.dsn) blocks until it is interrupted.
+func cmdBlackhole(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: blackhole FILE")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	ts.Setenv("BLACKHOLE", ln.Addr().String())
+	marker := ts.MkAbs(args[0])
+	accepted := make(chan []net.Conn, 1)
+	go func() {
+		var conns []net.Conn
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				accepted <- conns
+				return
+			}
+			conns = append(conns, c)
+			_ = os.WriteFile(marker, nil, 0o600)
+		}
+	}()
+	ts.Defer(func() {
+		ln.Close()
+		for _, c := range <-accepted {
+			c.Close()
+		}
+	})
 }
 
 // waitLog polls serve.log until it matches re.

@@ -65,6 +65,7 @@ func NewConfigCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			warnUnknownEnv(newLogger(cfg.Log, cmd.ErrOrStderr()), os.Environ())
 			out, err := cfg.YAML()
 			if err != nil {
 				return err
@@ -94,6 +95,7 @@ func NewServeCommand(ext Options) *cobra.Command {
 			}
 			opts := ext
 			opts.Logger = newLogger(cfg.Log, cmd.ErrOrStderr())
+			warnUnknownEnv(opts.Logger, os.Environ())
 			if opts.Now == nil {
 				opts.Now = time.Now
 			}
@@ -106,15 +108,15 @@ func NewServeCommand(ext Options) *cobra.Command {
 }
 
 func serve(ctx context.Context, out io.Writer, cfg config.Config, opts Options) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signalContext(ctx)
 	defer stop()
 	srv, err := NewServer(ctx, cfg, opts)
 	if err != nil {
-		return err
+		return startError(ctx, err)
 	}
 	if err := srv.Start(ctx); err != nil {
 		_ = srv.Shutdown(context.Background())
-		return err
+		return startError(ctx, err)
 	}
 	// One write: whoever reads the output once the address file exists
 	// sees the whole banner or none of it.
@@ -153,11 +155,63 @@ func serve(ctx context.Context, out io.Writer, cfg config.Config, opts Options) 
 	return err
 }
 
+// interrupted is why a start ended early: SIGINT or SIGTERM arrived before
+// the gateway served. Its exit status is the shell's for a signal.
+type interrupted struct{ Signal syscall.Signal }
+
+func (e interrupted) Error() string { return "interrupted" }
+
+// ExitStatus is 128 plus the signal's number (130 for SIGINT).
+func (e interrupted) ExitStatus() int { return 128 + int(e.Signal) }
+
+// Is makes an interrupt a cancellation, as signal.NotifyContext's cause is.
+func (e interrupted) Is(target error) bool { return target == context.Canceled }
+
+// signalContext is cancelled by SIGINT or SIGTERM, with interrupted as its
+// cause; stop restores the signals' default (a second one kills).
+func signalContext(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(interrupted{Signal: sig.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
+}
+
+// startError is err, or interrupted when a signal cut the start short:
+// the user pressed Ctrl-C, and whichever step noticed ("list boxes:
+// context canceled") is no news to them.
+func startError(ctx context.Context, err error) error {
+	var in interrupted
+	if errors.As(context.Cause(ctx), &in) {
+		return in
+	}
+	return err
+}
+
+// warnUnknownEnv logs one warning per SBX_ variable nothing reads, with
+// the known name it may mean: a typo is said, never fatal.
+func warnUnknownEnv(log *slog.Logger, environ []string) {
+	for _, u := range config.UnknownEnvs(environ) {
+		attrs := []any{"name", u.Name}
+		if u.Suggestion != "" {
+			attrs = append(attrs, "hint", "did you mean "+u.Suggestion+"?")
+		}
+		log.Warn("unknown environment variable, ignored", attrs...)
+	}
+}
+
 // newLogger writes text on a terminal and JSON otherwise (auto).
+// Durations are text in both ("1.5s"; JSON would print nanoseconds).
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}
 	format := c.Format
 	if format == "auto" {
 		format = "json"
@@ -173,4 +227,13 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	}
 	// Lines logged with a request's context ([audit] included) carry its id.
 	return slog.New(web.LogHandler(h))
+}
+
+// durationText prints a duration attribute as text, the way it is written
+// in configuration and flags.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"sbx.dev/sbx/gateway/sshd"
 	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/gateway/web"
+	"sbx.dev/sbx/internal/buildinfo"
 	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
@@ -203,7 +203,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		Now:            opts.Now,
 		TrustedProxies: trusted,
 		WaitMax:        cfg.MCP.WaitMax.D(),
-		Version:        Version(),
+		Version:        buildinfo.Get().Short(),
 	})
 	handler := web.New(web.Options{
 		Fleet:           s.core.fleet,
@@ -446,25 +446,6 @@ func portOf(addr string) string {
 		return "22"
 	}
 	return p
-}
-
-// Version is the module version this binary was built from ("dev" from a
-// checkout), with the VCS revision when the build recorded one.
-func Version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	v := bi.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "dev"
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += "+" + s.Value[:12]
-		}
-	}
-	return v
 }
 
 // webURL is the console's base URL for login links: web.public_url, else

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -57,6 +58,13 @@ func TestServerLifecycle(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("healthz: %v %v", resp, err)
 		}
+		// Liveness names the build, as `sbx version` does ("dev" for a
+		// test binary, which records no module version).
+		var health map[string]string
+		if err := json.NewDecoder(resp.Body).Decode(&health); err != nil ||
+			health["status"] != "ok" || !strings.HasPrefix(health["version"], "dev") && !strings.HasPrefix(health["version"], "v") {
+			t.Fatalf("healthz answered %v (%v), want status ok and the build's version", health, err)
+		}
 		resp.Body.Close()
 		sctx, cancel := context.WithTimeout(ctx, DrainTimeout)
 		if err := srv.Shutdown(sctx); err != nil {
@@ -106,6 +114,29 @@ func TestLoggerFormat(t *testing.T) {
 	newLogger(config.Log{Format: "text", Level: "warn"}, &buf).Info("quiet")
 	if buf.Len() != 0 {
 		t.Fatalf("info logged at warn level: %q", buf.String())
+	}
+}
+
+// TestLoggerDurationsAsText: a duration reads "1.5s" in both formats, in
+// groups and in a logger's own attributes too, never as nanoseconds.
+func TestLoggerDurationsAsText(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var buf bytes.Buffer
+		log := newLogger(config.Log{Format: format, Level: "info"}, &buf).With("drain", DrainTimeout)
+		log.Info("stopped", "took", 1500*time.Millisecond, slog.Group("probe", "took", 20*time.Second), "count", 3)
+		line := buf.String()
+		want := []string{`"took":"1.5s"`, `"probe":{"took":"20s"}`, `"drain":"4s"`, `"count":3`}
+		if format == "text" {
+			want = []string{"took=1.5s", "probe.took=20s", "drain=4s", "count=3"}
+		}
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				t.Errorf("%s log %q lacks %s", format, line, w)
+			}
+		}
+		if strings.Contains(line, "1500000000") {
+			t.Errorf("%s log %q prints a duration in nanoseconds", format, line)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,9 +29,10 @@ type Check struct {
 }
 
 // Diagnose checks what boxes need on this host: QEMU, a guest kernel, the
-// accelerator (probing KVM once, cached under dataDir), busybox, the
-// initramfs tools and the agent image.
-func Diagnose(ctx context.Context, dataDir string) []Check {
+// accelerator (probing KVM once, cached under dataDir; log hears when the
+// probe starts and ends), busybox, the initramfs tools and the agent image.
+// An error means ctx ended during the probe.
+func Diagnose(ctx context.Context, dataDir string, log *slog.Logger) ([]Check, error) {
 	var out []Check
 	qemu, err := host.FindQEMU()
 	if err != nil {
@@ -54,8 +56,11 @@ func Diagnose(ctx context.Context, dataDir string) []Check {
 		out = append(out, Check{Name: "kernel", OK: true, Detail: d})
 	}
 	if err == nil && kerr == nil {
-		v := host.ChooseAccel(ctx, host.ProbeConfig{QEMU: qemu, Kernel: k.Path, Release: k.Release,
-			Cache: filepath.Join(dataDir, "accel.json")})
+		v, err := host.ChooseAccel(ctx, host.ProbeConfig{QEMU: qemu, Kernel: k.Path, Release: k.Release,
+			Cache: filepath.Join(dataDir, "accel.json"), Log: log})
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, Check{Name: "accelerator", OK: true, Detail: v.Accel + ": " + v.Why})
 	} else {
 		out = append(out, Check{Name: "accelerator", Detail: "not probed: needs QEMU and a kernel"})
@@ -84,7 +89,7 @@ func Diagnose(ctx context.Context, dataDir string) []Check {
 	} else {
 		out = append(out, Check{Name: "agent image", OK: true, Detail: fmt.Sprintf("%s (%d MiB)", img.Path, img.Size>>20)})
 	}
-	return out
+	return out, nil
 }
 
 // busyboxCheck finds a static busybox, which the initramfs carries as the
@@ -173,7 +178,13 @@ func NewDoctorCommand() *cobra.Command {
 				return fmt.Errorf("data dir: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "data dir: %s\n", dataDir)
-			if !PrintChecks(cmd.OutOrStdout(), Diagnose(cmd.Context(), dataDir)) {
+			// Long steps say so on stderr, keeping stdout the table.
+			progress := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{ReplaceAttr: dropTimeAndLevel}))
+			checks, err := Diagnose(cmd.Context(), dataDir, progress)
+			if err != nil {
+				return err
+			}
+			if !PrintChecks(cmd.OutOrStdout(), checks) {
 				return fmt.Errorf("doctor: some checks failed (see the FAIL lines)")
 			}
 			return nil
@@ -181,4 +192,12 @@ func NewDoctorCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data", "", "data directory (default $SBX_DATA, else .sbx)")
 	return cmd
+}
+
+// dropTimeAndLevel leaves a progress line its message and attributes.
+func dropTimeAndLevel(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
+		return slog.Attr{}
+	}
+	return a
 }

@@ -3,6 +3,7 @@ package vm
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 )
@@ -12,7 +13,10 @@ import (
 // must say which and why.
 func TestDoctor(t *testing.T) {
 	dir := t.TempDir()
-	checks := Diagnose(context.Background(), dir)
+	checks, err := Diagnose(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	ok := PrintChecks(&out, checks)
 	t.Log("\n" + out.String())
@@ -36,5 +40,40 @@ func TestDoctorCommandBadArgs(t *testing.T) {
 	cmd.SetErr(&bytes.Buffer{})
 	if err := cmd.Execute(); err == nil {
 		t.Fatal("doctor accepted an argument")
+	}
+}
+
+// TestDoctorCommandProgress: the first doctor on a data dir says on stderr
+// that it probes KVM and how that ended; the second, with the verdict
+// cached, says nothing there. Stdout stays the table.
+func TestDoctorCommandProgress(t *testing.T) {
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err != nil {
+		t.Skipf("no usable /dev/kvm, so no probe boot: %v", err)
+	} else {
+		f.Close()
+	}
+	dir := t.TempDir()
+	run := func() (stdout, stderr string) {
+		var out, errOut bytes.Buffer
+		cmd := NewDoctorCommand()
+		cmd.SetArgs([]string{"--data", dir})
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("doctor: %v\n%s%s", err, out.String(), errOut.String())
+		}
+		return out.String(), errOut.String()
+	}
+	out, progress := run()
+	for _, want := range []string{`msg="probing KVM (a test boot)" up_to=20s` + "\n", `msg="KVM probe done" accel=`, " took="} {
+		if !strings.Contains(progress, want) {
+			t.Errorf("first doctor's stderr lacks %q:\n%s", want, progress)
+		}
+	}
+	if strings.Contains(progress, "time=") || strings.Contains(out, "probing") {
+		t.Errorf("progress lines carry a timestamp or went to stdout:\nstdout %s\nstderr %s", out, progress)
+	}
+	if _, progress := run(); progress != "" {
+		t.Errorf("second doctor (verdict cached) printed progress:\n%s", progress)
 	}
 }

@@ -319,7 +319,9 @@ func applyEnv(cfg *Config, env map[string]string) error {
 		}
 		f, ok := lookupEnv(name)
 		if !ok {
-			return fmt.Errorf("config: unknown environment variable %s (known: %s)", name, strings.Join(envNames(), ", "))
+			// A typo or another tool's variable: the caller warns about it
+			// (UnknownEnvs) once it has a logger; it must not stop a start.
+			continue
 		}
 		if err := f.set(cfg, env[name]); err != nil {
 			return fmt.Errorf("config: %s (%s): %q: %w", name, f.key, env[name], err)

@@ -64,7 +64,6 @@ func TestErrorsNameKeyAndValue(t *testing.T) {
 		{name: "unknown yaml key", yaml: "ssh:\n  lisen: x\n", want: []string{"lisen"}},
 		{name: "unknown top key", yaml: "vmm: {}\n", want: []string{"vmm"}},
 		{name: "bad yaml duration", yaml: "auth:\n  throttle_window: soon\n", want: []string{"soon"}},
-		{name: "unknown env", env: []string{"SBX_SSH_LISTN=1"}, want: []string{"SBX_SSH_LISTN"}},
 		{name: "bad env int", env: []string{"SBX_HTTP_RATE_PER_MINUTE=lots"}, want: []string{"SBX_HTTP_RATE_PER_MINUTE", "lots"}},
 		{name: "unknown flag key", flags: map[string]string{"ssh.nope": "1"}, want: []string{"ssh.nope"}},
 		{name: "bad listen", flags: map[string]string{"ssh.listen": "nohost"}, want: []string{"ssh.listen", "nohost"}},

@@ -25,15 +25,21 @@ const EnvPrefix = "SBX_"
 const EnvData = "SBX_DATA"
 
 // otherEnv are SBX_ variables read by other packages, not config keys.
-// Keep this list short and documented; anything else is a typo.
+// Keep this list short and documented: anything else draws a warning.
 var otherEnv = []string{
 	EnvData,
-	"SBX_CACHE",     // vm: cache for built kernels and images
-	"SBX_HOOK_LOG",  // hooks (guest side): decision log file
-	"SBX_WORKSPACE", // hooks (guest side): the workspace root
-	"SBX_SEAL_KEY",  // fleet/seal: the key that seals secrets at rest (base64)
-	// The test cluster (hack/cluster) and tests that use a prebuilt binary.
-	"SBX_CLUSTER_DIR", "SBX_KUBECONFIG", "SBX_POSTGRES_DSN", "SBX_TEST_BINARY",
+	"SBX_CACHE",      // vm: cache for built kernels and images
+	"SBX_HOOK_LOG",   // hooks (guest side): decision log file
+	"SBX_HOOK_STATE", // hooks (guest side): state dir
+	"SBX_LANE",       // hooks (guest side): which lane a hook runs for
+	"SBX_WORKSPACE",  // hooks (guest side): the workspace root
+	"SBX_BOX",        // fleet: a box's own name, in its agent's environment
+	"SBX_SETTINGS",   // fleet: managed agent settings handed to a delegate
+	"SBX_SEAL_KEY",   // fleet/seal: the key that seals secrets at rest (base64)
+	// The test cluster (hack/cluster, hack/with-cluster.sh) and the tests:
+	// a gateway started from a test or a shell that set them is no typo.
+	"SBX_TEST_CLUSTER", "SBX_CLUSTER_DIR", "SBX_KUBECONFIG", "SBX_POSTGRES_DSN", "SBX_TEST_BINARY",
+	"SBX_CLAUDE", "SBX_BENCH_AB", "SBX_HOOKBENCH", "SBX_UPDATE_CSS",
 }
 
 func isOtherEnv(name string) bool { return slices.Contains(otherEnv, name) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sbx.dev/sbx/internal/buildinfo"
 	"sbx.dev/sbx/keys"
 )
 
@@ -64,9 +65,9 @@ func (c *call) whoamiCmd() *cobra.Command {
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{
-					"user": c.user.Name, "role": string(c.user.Role), "key": fp})
+					"user": c.user.Name, "role": string(c.user.Role), "key": fp, "version": buildinfo.Get().Short()})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s)\nkey %s\n", c.user.Name, c.user.Role, fp)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s)\nkey %s\nserver sbx %s\n", c.user.Name, c.user.Role, fp, buildinfo.Get())
 			return nil
 		},
 	}

@@ -39,6 +39,7 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/metrics"
 	"sbx.dev/sbx/gateway/throttle"
+	"sbx.dev/sbx/internal/buildinfo"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/static"
 )
@@ -316,7 +317,7 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": buildinfo.Get().Short()})
 }
 
 func (s *Server) now() time.Time { return s.Now() }

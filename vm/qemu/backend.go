@@ -168,8 +168,10 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	case "kvm", "tcg":
 		b.accel = host.Verdict{Accel: cfg.Accel, Why: "set by configuration"}
 	case "":
-		b.accel = host.ChooseAccel(ctx, host.ProbeConfig{QEMU: qemuBin, Kernel: k.Path, Release: k.Release,
-			Cache: filepath.Join(dataDir, "accel.json")})
+		if b.accel, err = host.ChooseAccel(ctx, host.ProbeConfig{QEMU: qemuBin, Kernel: k.Path, Release: k.Release,
+			Cache: filepath.Join(dataDir, "accel.json"), Log: log}); err != nil {
+			return nil, fmt.Errorf("qemu backend: %w", err)
+		}
 	default:
 		return nil, fmt.Errorf("qemu backend: accel %q: want kvm, tcg or empty", cfg.Accel)
 	}

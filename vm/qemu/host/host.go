@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,30 +85,45 @@ type ProbeConfig struct {
 	// Cache is where the verdict is kept (e.g. <data>/accel.json); empty
 	// means probe every time.
 	Cache string
+	// Log hears when a probe boot starts and how it ended: it can take up
+	// to ProbeTimeout, and a first start would otherwise say nothing
+	// meanwhile. A cached verdict logs nothing. Nil logs nowhere.
+	Log *slog.Logger
 }
+
+// ProbeTimeout bounds the KVM probe boot; a guest that has not finished by
+// then has stalled under this KVM.
+const ProbeTimeout = 20 * time.Second
 
 // ChooseAccel returns KVM when a probe boot under KVM succeeds and TCG
 // otherwise. /dev/kvm existing is not enough: some hosts expose a
 // paravirtual KVM that aborts or fails on a stock guest kernel. The verdict
-// is cached in cfg.Cache keyed by QEMU, kernel and host kernel.
-func ChooseAccel(ctx context.Context, cfg ProbeConfig) Verdict {
+// is cached in cfg.Cache keyed by QEMU, kernel and host kernel. An error
+// means ctx ended during the probe: nothing was learnt, nothing is cached.
+func ChooseAccel(ctx context.Context, cfg ProbeConfig) (Verdict, error) {
 	key := probeKey(cfg)
 	if cfg.Cache != "" {
 		if b, err := os.ReadFile(cfg.Cache); err == nil {
 			var v Verdict
 			if json.Unmarshal(b, &v) == nil && v.Key == key && (v.Accel == "kvm" || v.Accel == "tcg") {
-				return v
+				return v, nil
 			}
 		}
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	v := probe(ctx, cfg)
+	if err := ctx.Err(); err != nil {
+		return Verdict{}, fmt.Errorf("probe KVM: %w", context.Cause(ctx))
+	}
 	v.Key, v.Probed = key, time.Now().UTC()
 	if cfg.Cache != "" {
 		if b, err := json.MarshalIndent(v, "", "  "); err == nil {
 			_ = WriteFileAtomic(cfg.Cache, append(b, '\n'), 0o644)
 		}
 	}
-	return v
+	return v, nil
 }
 
 // CachedAccel returns the cached verdict, if any, without probing.
@@ -153,7 +169,9 @@ func probe(ctx context.Context, cfg ProbeConfig) Verdict {
 		return Verdict{Accel: "tcg", Why: fmt.Sprintf("no usable /dev/kvm (%v)", err)}
 	}
 	f.Close()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	cfg.Log.Info("probing KVM (a test boot)", "up_to", ProbeTimeout)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cfg.QEMU,
 		"-M", "microvm,x-option-roms=off,rtc=on", "-accel", "kvm", "-cpu", "host",
@@ -163,19 +181,30 @@ func probe(ctx context.Context, cfg ProbeConfig) Verdict {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err = cmd.Run()
+	took := time.Since(start).Round(time.Millisecond)
 	msg := strings.TrimSpace(out.String())
 	if len(msg) > 200 {
 		msg = msg[:200]
 	}
+	if parent.Err() != nil {
+		return Verdict{} // the caller's ctx ended: no verdict
+	}
+	v := verdict(ctx, err, msg, cfg.Kernel, took)
+	cfg.Log.Info("KVM probe done", "accel", v.Accel, "why", v.Why, "took", took)
+	return v
+}
+
+// verdict judges the probe boot's outcome.
+func verdict(ctx context.Context, err error, msg, kernel string, took time.Duration) Verdict {
 	switch {
 	case ctx.Err() != nil:
-		return Verdict{Accel: "tcg", Why: "KVM probe boot did not finish in 20s (guest stalled under this KVM)"}
+		return Verdict{Accel: "tcg", Why: fmt.Sprintf("KVM probe boot did not finish in %v (guest stalled under this KVM)", ProbeTimeout)}
 	case err != nil:
 		return Verdict{Accel: "tcg", Why: fmt.Sprintf("KVM probe boot failed: %v: %s", err, msg)}
 	case strings.Contains(msg, "emulation failure") || strings.Contains(msg, "KVM internal error"):
 		return Verdict{Accel: "tcg", Why: "KVM probe boot hit an emulation failure: " + msg}
 	}
-	return Verdict{Accel: "kvm", Why: fmt.Sprintf("KVM probe boot of %s succeeded in %v", filepath.Base(cfg.Kernel), time.Since(start).Round(time.Millisecond))}
+	return Verdict{Accel: "kvm", Why: fmt.Sprintf("KVM probe boot of %s succeeded in %v", filepath.Base(kernel), took)}
 }
 
 // WriteFileAtomic writes data to path through a temporary file, fsync and

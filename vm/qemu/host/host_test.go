@@ -1,10 +1,15 @@
 package host
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"sbx.dev/sbx/vm/kernel"
 )
@@ -13,21 +18,24 @@ import (
 // and reused. On these hosts /dev/kvm is a paravirtual KVM that cannot run
 // the guest, so TCG with a reason is expected there; on a real host KVM.
 func TestChooseAccel(t *testing.T) {
-	q, err := FindQEMU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	k, err := kernel.Resolve(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, k, dir := probeInputs(t)
 	cache := filepath.Join(dir, "accel.json")
-	v := ChooseAccel(context.Background(), ProbeConfig{QEMU: q, Kernel: k.Path, Cache: cache})
-	t.Logf("accel %s: %s", v.Accel, v.Why)
-	if v.Accel != "kvm" && v.Accel != "tcg" || v.Why == "" {
-		t.Fatalf("verdict %+v", v)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	v, err := ChooseAccel(context.Background(), ProbeConfig{QEMU: q, Kernel: k.Path, Cache: cache, Log: log})
+	t.Logf("accel %s: %s\n%s", v.Accel, v.Why, logs.String())
+	if err != nil || v.Accel != "kvm" && v.Accel != "tcg" || v.Why == "" {
+		t.Fatalf("verdict %+v, %v", v, err)
 	}
+	// A probe boot says it starts, and how it ended and how long it took.
+	if _, err := os.Stat("/dev/kvm"); err == nil {
+		for _, want := range []string{`msg="probing KVM (a test boot)" up_to=20s`, `msg="KVM probe done" accel=` + v.Accel, " took="} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("probe log lacks %q:\n%s", want, logs.String())
+			}
+		}
+	}
+	logs.Reset()
 	c, ok := CachedAccel(cache)
 	if !ok || c.Accel != v.Accel || c.Key != v.Key {
 		t.Fatalf("cached %+v, want %+v", c, v)
@@ -38,10 +46,66 @@ func TestChooseAccel(t *testing.T) {
 	if err := os.WriteFile(cache, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if v2 := ChooseAccel(context.Background(), ProbeConfig{QEMU: q, Kernel: k.Path, Cache: cache}); v2.Why != "from cache" {
-		t.Fatalf("probe ran again despite a matching cache: %+v", v2)
+	if v2, err := ChooseAccel(context.Background(), ProbeConfig{QEMU: q, Kernel: k.Path, Cache: cache, Log: log}); err != nil || v2.Why != "from cache" {
+		t.Fatalf("probe ran again despite a matching cache: %+v, %v", v2, err)
+	}
+	// A second start with the verdict cached says nothing extra.
+	if logs.Len() != 0 {
+		t.Errorf("a cached verdict logged:\n%s", logs.String())
 	}
 }
+
+// TestChooseAccelInterrupted: a probe cut short by its context is no
+// verdict — an error naming the cause, and nothing cached (a TCG verdict
+// cached from an interrupt would slow every later start's boxes).
+func TestChooseAccelInterrupted(t *testing.T) {
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err != nil {
+		t.Skipf("no usable /dev/kvm, so no probe boot to interrupt: %v", err)
+	} else {
+		f.Close()
+	}
+	q, k, dir := probeInputs(t)
+	cause := errors.New("interrupted by the test")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	// Cancel once the probe says it started: the boot is under way.
+	started := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		if bytes.Contains(p, []byte("probing KVM")) {
+			cancel(cause)
+		}
+		return len(p), nil
+	}), nil))
+	cache := filepath.Join(dir, "accel.json")
+	start := time.Now()
+	v, err := ChooseAccel(ctx, ProbeConfig{QEMU: q, Kernel: k.Path, Cache: cache, Log: started})
+	if !errors.Is(err, cause) || v.Accel != "" {
+		t.Fatalf("ChooseAccel after cancel = %+v, %v; want no verdict and the cause", v, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("cancelled probe returned after %v", took)
+	}
+	if _, ok := CachedAccel(cache); ok {
+		t.Errorf("an interrupted probe cached a verdict")
+	}
+}
+
+// probeInputs finds QEMU and a kernel to probe with, and a fresh dir for
+// the verdict.
+func probeInputs(t *testing.T) (qemu string, k kernel.Kernel, dir string) {
+	t.Helper()
+	qemu, err := FindQEMU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	if k, err = kernel.Resolve(dir); err != nil {
+		t.Fatal(err)
+	}
+	return qemu, k, dir
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func quote(s string) string {
 	b := []byte{'"'}
