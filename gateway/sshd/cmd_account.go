@@ -46,8 +46,8 @@ func (c *call) accountCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "added account %s (%s, token %s)\n", a.Name, a.Host, a.Masked)
-			return nil
+			return done(cmd, "added", map[string]any{"account": a.Name, "host": a.Host, "token": a.Masked},
+				fmt.Sprintf("added account %s (%s, token %s)", a.Name, a.Host, a.Masked))
 		},
 	}
 	add.Flags().StringVar(&probe, "probe", "", "check the token can read this repository (owner/name) before saving")
@@ -111,8 +111,7 @@ func (c *call) accountCmd() *cobra.Command {
 			if err := f.RemoveAccount(cmd.Context(), c.actor, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed account %s\n", args[0])
-			return nil
+			return done(cmd, "removed", map[string]any{"account": args[0]}, "removed account "+args[0])
 		},
 	}
 	def := &cobra.Command{
@@ -127,9 +126,16 @@ func (c *call) accountCmd() *cobra.Command {
 			if err := f.SetDefaultAccount(cmd.Context(), c.actor, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "default account is %s\n", args[0])
-			return nil
+			return done(cmd, "default", map[string]any{"account": args[0]}, "default account is "+args[0])
 		},
+	}
+	add.Example = c.examples(`echo "$GITHUB_TOKEN" | {ssh} account add work`,
+		`echo "$GITHUB_TOKEN" | {ssh} account add work --probe acme/widget --json`)
+	ls.Example = c.examples("account ls", "account ls --json")
+	rm.Example = c.examples("account rm work")
+	def.Example = c.examples("account default work")
+	for _, sub := range []*cobra.Command{add, rm, def} {
+		jsonFlag(sub)
 	}
 	cmd.AddCommand(add, ls, rm, def)
 	return cmd
@@ -165,6 +171,7 @@ func (c *call) poolCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&set, "set", 0, "keep this many boxes pre-booted")
+	cmd.Example = c.examples("pool", "pool --set 2", "pool --json")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
