@@ -92,9 +92,9 @@ func markUsageErrors(cmd *cobra.Command) {
 }
 
 // usageLine is cmd's synopsis: its use line, or "PATH [command]" for a
-// group.
+// group (the root is one too).
 func usageLine(cmd *cobra.Command) string {
-	if cmd.HasAvailableSubCommands() {
+	if cmd.Annotations[annotationGroup] != "" {
 		help := cmd.Root().CommandPath() + " help"
 		if cmd.HasParent() {
 			help += " " + strings.TrimPrefix(cmd.CommandPath(), cmd.Root().CommandPath()+" ")

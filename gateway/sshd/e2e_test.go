@@ -53,6 +53,27 @@ func TestBoxCommands(t *testing.T) {
 	if from := g.must("alice", "logs", "--from", fmt.Sprint(second), name); from != out[second:] {
 		t.Fatalf("logs --from %d: %q, want %q", second, from, out[second:])
 	}
+	// --json: one object a line, whose texts make the log and whose last
+	// resume_from is where the log ends.
+	var text strings.Builder
+	var last int64 = -1
+	for line := range strings.Lines(g.must("alice", "logs", "--json", name)) {
+		var rec struct {
+			Text       *string `json:"text"`
+			ResumeFrom *int64  `json:"resume_from"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Text == nil || rec.ResumeFrom == nil || *rec.ResumeFrom <= last {
+			t.Fatalf("logs --json line %q: %v", line, err)
+		}
+		text.WriteString(*rec.Text)
+		last = *rec.ResumeFrom
+	}
+	if text.String() != out {
+		t.Fatalf("logs --json texts %q, want the log %q", text.String(), out)
+	}
+	if rest := g.must("alice", "logs", "--from", fmt.Sprint(last), name); rest != "" {
+		t.Fatalf("logs --from the last resume_from: %q", rest)
+	}
 	// answer without a question: a one-line conflict, exit 5.
 	r := g.run("alice", "", "answer", name, "yes")
 	if r.code != 5 || !strings.HasPrefix(r.stderr, "error: ") || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--follow-up") {
@@ -98,7 +119,15 @@ func TestBoxCommands(t *testing.T) {
 	if out := g.must("alice", "wake", name); strings.Contains(out, "sleeping") {
 		t.Fatalf("wake: %q", out)
 	}
-	g.must("alice", "rm", name)
+	var destroyed struct {
+		OK     bool
+		Action string
+		Box    string
+	}
+	if err := json.Unmarshal([]byte(g.must("alice", "rm", "--json", name)), &destroyed); err != nil ||
+		!destroyed.OK || destroyed.Action != "destroyed" || destroyed.Box != name {
+		t.Fatalf("rm --json: %v %+v", err, destroyed)
+	}
 	if err := follow.Wait(); err != nil {
 		t.Fatalf("logs -f after rm: %v", err)
 	}
