@@ -243,8 +243,10 @@ func (f *Fleet) Remove(ctx context.Context, caller keys.Actor, name, path string
 	return f.files.remove(ctx, caller, name, path)
 }
 
-// AddAccount probes token against probeRepo (or the host when empty) and
-// saves it sealed as one of the caller's GitHub accounts.
+// AddAccount checks token with the forge's API (who it belongs to, its
+// scopes and expiry: Account.Identity) and, when probeRepo is named, that
+// it can read that repository; then it saves it sealed as one of the
+// caller's GitHub accounts.
 func (f *Fleet) AddAccount(ctx context.Context, caller keys.Actor, name, token, probeRepo string) (accounts.Account, error) {
 	if err := need(caller, keys.RightWrite, "add account"); err != nil {
 		return accounts.Account{}, err

@@ -93,8 +93,39 @@ func firstLine(s string, n int) string {
 }
 
 // canAct lists what the state allows, for the action buttons.
-func canSleep(b fleet.Box) bool {
+// hasMachine: the box runs a machine its diff and files can be read from
+// (the states the core's reads accept); the others answer "conflict".
+func hasMachine(b fleet.Box) bool {
 	return b.State == fleet.Running || b.State == fleet.Waiting || b.State == fleet.Done
+}
+
+func canSleep(b fleet.Box) bool { return hasMachine(b) }
+
+// The box page's panels that read from the machine.
+const (
+	panelDiff  = "diff"
+	panelFiles = "files"
+)
+
+// unavailable says why a panel of a box with no machine shows nothing, and
+// what to do, instead of a request that can only fail.
+func unavailable(b fleet.Box, panel string) string {
+	what, none := "The diff is", "No diff"
+	if panel == panelFiles {
+		what, none = "Files are", "No files"
+	}
+	switch b.State {
+	case fleet.Sleeping:
+		return what + " unavailable while the box is sleeping — wake it."
+	case fleet.Creating:
+		return none + " yet: the box is still being set up — reload when it runs."
+	case fleet.Failed:
+		if r := b.Reason.String(); r != "" {
+			return none + ": the box failed: " + r
+		}
+		return none + ": the box failed."
+	}
+	return none + ": the box is " + string(b.State) + "."
 }
 func canWake(b fleet.Box) bool { return b.State == fleet.Sleeping }
 

@@ -1,9 +1,11 @@
 // Package accounts keeps each user's GitHub accounts: a name and a token,
-// sealed at rest with fleet/seal, probed against the git host before it is
+// sealed at rest with fleet/seal, checked with the host's API (who it
+// belongs to) and optionally probed against a repository before it is
 // saved, and chosen per repository by which account can reach it.
 //
-// A token is only ever sent to the host it was added for: an account records
-// its host, and an account of another host is never used or probed.
+// A token is only ever sent to the host it was added for and that host's
+// API (APIURL): an account records its host, an account of another host is
+// never used or probed, and no redirect is followed with a token.
 package accounts
 
 import (
@@ -17,6 +19,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/internal/charset"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 )
 
@@ -27,11 +30,12 @@ const DefaultHost = "https://github.com"
 // keys.ErrInvalid and keys.ErrForbidden are used as they are for users and
 // keys, so fronts map all of them the same way.
 var (
-	// ErrTokenRejected: the host answered 401/403 to the token.
-	ErrTokenRejected = errors.New("token rejected by the git host")
+	// ErrTokenRejected: the host answered 401/403 to the token (wrong,
+	// revoked or expired); another token may work, so it is Invalid.
+	ErrTokenRejected = errkind.New(errkind.Invalid, "token rejected by the git host (wrong, revoked or expired)")
 	// ErrUnreachable: the host answered 404, so the repository does not
 	// exist or the token cannot see it (GitHub does not tell which).
-	ErrUnreachable = errors.New("repository not found or not visible to this token")
+	ErrUnreachable = errkind.New(errkind.NotFound, "repository not found or not visible to this token")
 	// ErrNoAccount: no account of the user can reach the repository.
 	ErrNoAccount = errors.New("no GitHub account can reach the repository")
 )
@@ -44,6 +48,9 @@ type Account struct {
 	Masked  string // the token masked for display, e.g. "ghp_…ABCD"
 	Default bool
 	Created time.Time
+	// Identity is who the token belongs to, as the host said when the
+	// account was added: only Add fills it (it is not stored).
+	Identity Identity
 }
 
 // Record is an account as stored: with its owner's user id and the sealed
@@ -125,8 +132,6 @@ type Repo struct {
 }
 
 func (r Repo) String() string { return r.Owner + "/" + r.Name }
-
-var ()
 
 // ParseRepo parses "owner/name" (a trailing ".git" is dropped), with
 // GitHub's rules: owner is letters, digits and '-' (at most 39, not starting

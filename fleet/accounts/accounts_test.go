@@ -234,7 +234,10 @@ func TestBadInputMakesNoRequest(t *testing.T) {
 		{"token with newline", "work", "ghp_aaaabbbb\nX-Evil: 1", repo("acme/a")},
 		{"token with colon", "work", "user:ghp_aaaabbbb", repo("acme/a")},
 		{"bad repo", "work", tokA, accounts.Repo{Owner: "../x", Name: "y"}},
-		{"empty repo", "work", tokA, accounts.Repo{}},
+		// The zero Repo means "no probe" (the identity check alone); half
+		// a repository is still bad input.
+		{"owner only repo", "work", tokA, accounts.Repo{Owner: "acme"}},
+		{"name only repo", "work", tokA, accounts.Repo{Name: "a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(e.git.Requests())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 )
 
@@ -118,7 +119,7 @@ func (s *Service) Probe(ctx context.Context, repo Repo, token string) error {
 	if err != nil {
 		// The URL in a *url.Error holds no credentials (they are in a
 		// header), so the message is safe to show.
-		return fmt.Errorf("probe %s at %s: %w", repo, s.host, err)
+		return fmt.Errorf("probe %s at %s: %w: %w", repo, s.host, errkind.Unavailable, err)
 	}
 	defer resp.Body.Close()
 	head := make([]byte, 64)
@@ -130,7 +131,9 @@ func (s *Service) Probe(ctx context.Context, repo Repo, token string) error {
 	case resp.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("probe %s: %w", repo, ErrUnreachable)
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return fmt.Errorf("probe %s: host redirected to %q; not following with a token", repo, resp.Header.Get("Location"))
+		return fmt.Errorf("probe %s: host redirected to %q; not following with a token: %w", repo, resp.Header.Get("Location"), errkind.Unavailable)
+	case resp.StatusCode >= 500:
+		return fmt.Errorf("probe %s: %s from %s: %w", repo, resp.Status, s.host, errkind.Unavailable)
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("probe %s: unexpected %s from %s", repo, resp.Status, s.host)
 	case resp.Header.Get("Content-Type") != "application/x-git-upload-pack-advertisement" ||
@@ -186,9 +189,10 @@ func (s *Service) authorize(ctx context.Context, actor keys.Actor, owner string)
 	return fmt.Errorf("only admins may manage another user's GitHub accounts: %w", keys.ErrForbidden)
 }
 
-// Add saves a GitHub account for owner after probing token against repo on
-// the host; nothing is saved when the probe fails. The owner's first account
-// becomes the default.
+// Add saves a GitHub account for owner after checking token with the
+// host's API (Identify: who it belongs to, its scopes and expiry) and, when
+// probe is not the zero Repo, that it can read probe; nothing is saved when
+// a check fails. The owner's first account becomes the default.
 func (s *Service) Add(ctx context.Context, actor keys.Actor, owner, name, token string, probe Repo) (a Account, err error) {
 	e := s.entry(actor, "account.add", owner+"/"+name)
 	defer func() { s.finish(ctx, e, err) }()
@@ -201,23 +205,38 @@ func (s *Service) Add(ctx context.Context, actor keys.Actor, owner, name, token 
 	if err := ValidToken(token); err != nil {
 		return Account{}, err
 	}
-	if _, err := ParseRepo(probe.String()); err != nil {
+	probing := probe != Repo{}
+	if _, err := ParseRepo(probe.String()); probing && err != nil {
 		return Account{}, fmt.Errorf("probe repository: %w", err)
 	}
-	e.Detail = fmt.Sprintf("host=%s token=%s probe=%s", s.host, Mask(token), probe)
+	e.Detail = fmt.Sprintf("host=%s token=%s", s.host, Mask(token))
+	if probing {
+		e.Detail += " probe=" + probe.String()
+	}
 	u, err := s.store.GetUser(ctx, owner)
 	if err != nil {
 		return Account{}, err
 	}
-	if err := s.Probe(ctx, probe, token); err != nil {
+	id, err := s.Identify(ctx, token)
+	if err != nil {
 		return Account{}, err
+	}
+	e.Detail += " login=" + id.Login
+	if probing {
+		if err := s.Probe(ctx, probe, token); err != nil {
+			return Account{}, err
+		}
 	}
 	sealed, err := s.sealer.Seal([]byte(token), aad(u.ID, name))
 	if err != nil {
 		return Account{}, fmt.Errorf("seal token of account %q: %w", name, err)
 	}
 	a = Account{Owner: owner, Name: name, Host: s.host.String(), Masked: Mask(token), Created: s.now().UTC()}
-	return s.store.InsertAccount(ctx, a, sealed, e)
+	if a, err = s.store.InsertAccount(ctx, a, sealed, e); err != nil {
+		return Account{}, err
+	}
+	a.Identity = id
+	return a, nil
 }
 
 // Remove deletes one of owner's accounts.

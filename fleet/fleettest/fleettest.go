@@ -123,7 +123,10 @@ func New(t testing.TB, o Options) *Env {
 	}
 
 	e.Token = randomToken()
-	e.Git = gittest.New(t, gittest.Options{Token: e.Token})
+	// The API answers for the token as GitHub does for a classic one.
+	e.Git = gittest.New(t, gittest.Options{Token: e.Token, Identities: map[string]gittest.Identity{
+		e.Token: {Login: "alice-gh", Scopes: []string{"repo", "workflow"}, Expires: time.Now().Add(30 * 24 * time.Hour)},
+	}})
 	e.Git.CreateRepo("acme", "widget", map[string]string{"README.md": "widget\n"})
 	if e.Sealer, err = seal.Load(e.Data, func(string) string { return "" }); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ package gittest
 import (
 	"bytes"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Options configure a Server.
@@ -36,6 +38,21 @@ type Options struct {
 	// ("owner/name"). A valid token asking for another repository gets 404,
 	// as GitHub answers for a private repository the token cannot see.
 	Tokens map[string][]string
+	// Identities are what the API's GET /api/v3/user (GitHub Enterprise's
+	// path for github.com's api.github.com/user) answers for a token. A
+	// token of Token or Tokens with no entry is user "gittest" with no
+	// scopes header and no expiry; any other token gets 401.
+	Identities map[string]Identity
+}
+
+// Identity is one token's answer from GET /api/v3/user.
+type Identity struct {
+	Login string
+	// Scopes is the X-OAuth-Scopes header as a classic token's; nil sends
+	// no header, as for a fine-grained token.
+	Scopes []string
+	// Expires is sent as GitHub-Authentication-Token-Expiration when set.
+	Expires time.Time
 }
 
 // Request is one HTTP request the server answered.
@@ -247,6 +264,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, User: user, Status: rec.status})
 		s.mu.Unlock()
 	}()
+	if r.URL.Path == "/api/v3/user" {
+		s.serveUser(rec, r)
+		return
+	}
 	m := repoPath.FindStringSubmatch(r.URL.Path)
 	if m == nil || strings.Contains(r.URL.Path, "..") {
 		http.NotFound(rec, r)
@@ -290,6 +311,34 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		),
 	}
 	h.ServeHTTP(rec, r)
+}
+
+// serveUser answers GET /api/v3/user as GitHub's REST API does: the
+// token comes as "Authorization: Bearer" (or "token"), the login in JSON,
+// the scopes and the expiry in headers.
+func (s *Server) serveUser(w http.ResponseWriter, r *http.Request) {
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		tok, _ = strings.CutPrefix(auth, "token ")
+	}
+	id, known := s.opts.Identities[tok]
+	if !known && tok != "" && (equal(tok, s.opts.Token) || s.opts.Tokens[tok] != nil) {
+		id, known = Identity{Login: "gittest"}, true
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if !known {
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}`)
+		return
+	}
+	if id.Scopes != nil {
+		w.Header().Set("X-OAuth-Scopes", strings.Join(id.Scopes, ", "))
+	}
+	if !id.Expires.IsZero() {
+		w.Header().Set("GitHub-Authentication-Token-Expiration", id.Expires.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	json.NewEncoder(w).Encode(map[string]any{"login": id.Login, "id": 1, "type": "User"})
 }
 
 // authorize returns 200, 401 (no or wrong token) or 404 (token valid but

@@ -46,8 +46,24 @@ func (c *call) accountCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return done(cmd, "added", map[string]any{"account": a.Name, "host": a.Host, "token": a.Masked},
-				fmt.Sprintf("added account %s (%s, token %s)", a.Name, a.Host, a.Masked))
+			if wantJSON(cmd) {
+				fields := map[string]any{"account": a.Name, "host": a.Host, "token": a.Masked,
+					"login": a.Identity.Login, "expires": stamp(a.Identity.Expires)}
+				if a.Identity.HasScopes {
+					fields["scopes"] = a.Identity.Scopes
+				}
+				if probe != "" {
+					fields["probed"] = probe
+				}
+				return done(cmd, "added", fields, "")
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "added account %s (%s, token %s)\n", a.Name, a.Host, a.Masked)
+			fmt.Fprintf(out, "  login    %s\n  scopes   %s\n  expires  %s\n", a.Identity.Login, a.Identity.ScopesText(), a.Identity.ExpiresText(c.srv.Now()))
+			if probe != "" {
+				fmt.Fprintf(out, "  probe    %s is readable with this token\n", probe)
+			}
+			return nil
 		},
 	}
 	add.Flags().StringVar(&probe, "probe", "", "check the token can read this repository (owner/name) before saving")

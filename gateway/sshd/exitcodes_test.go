@@ -111,6 +111,7 @@ func TestCommandsOverSSH(t *testing.T) {
 	// where each step has what it needs.
 	carol, carolKey := authorized(newSigner(t)), authorized(newSigner(t))
 	var token struct{ ID string }
+	var account struct{ Login, Probed string }
 	steps := []struct {
 		user, stdin string
 		args        []string
@@ -128,7 +129,7 @@ func TestCommandsOverSSH(t *testing.T) {
 		{"alice", "", []string{"token", "create", "--json"}, &token},
 		{"alice", "", []string{"token", "ls", "--json"}, nil},
 		{"alice", "", []string{"token", "rm", "--json", "TOKEN"}, nil},
-		{"alice", g.token + "\n", []string{"account", "add", "work", "--probe", "acme/widget", "--json"}, nil},
+		{"alice", g.token + "\n", []string{"account", "add", "work", "--probe", "acme/widget", "--json"}, &account},
 		{"alice", "", []string{"account", "ls", "--json"}, nil},
 		{"alice", "", []string{"account", "default", "work", "--json"}, nil},
 		{"alice", "", []string{"account", "rm", "work", "--json"}, nil},
@@ -140,6 +141,11 @@ func TestCommandsOverSSH(t *testing.T) {
 		{"root", "", []string{"audit", "--json", "--limit", "3"}, nil},
 		{"root", "", []string{"user", "rm", "carol", "--json"}, nil},
 	}
+	defer func() {
+		if account.Login == "" || account.Probed != "acme/widget" {
+			t.Errorf("account add --json: %+v, want the token's login and the probed repository", account)
+		}
+	}()
 	covered := map[string]bool{}
 	for _, s := range steps {
 		args := slices.Clone(s.args)

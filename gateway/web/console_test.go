@@ -40,6 +40,7 @@ type console struct {
 	logs  *testutil.SyncBuffer
 	clock *testutil.Clock
 	srv   *Server
+	token string // alice's GitHub token on the test forge (real core only)
 }
 
 var cli = keys.Actor{User: "test", Role: keys.RoleAdmin, Front: keys.FrontCLI}

@@ -41,6 +41,9 @@ type scriptedBox struct {
 	files map[string][]byte
 	diff  string
 	inbox []fleet.InboxItem
+	// readErr, when set, is what Diff and ReadDir answer: a read that
+	// fails after the page was drawn (the machine died meanwhile).
+	readErr error
 }
 
 func newScriptedCore(red *redact.Redactor, dir string) *scriptedCore {
@@ -277,6 +280,9 @@ func (c *scriptedCore) Diff(_ context.Context, caller keys.Actor, name string) (
 	if err != nil {
 		return fleet.Diff{}, err
 	}
+	if b.readErr != nil {
+		return fleet.Diff{}, b.readErr
+	}
 	d := fleet.Diff{Patch: c.red.String(b.diff)}
 	for line := range strings.SplitSeq(b.diff, "\n") {
 		if p, ok := strings.CutPrefix(line, "+++ b/"); ok {
@@ -284,6 +290,21 @@ func (c *scriptedCore) Diff(_ context.Context, caller keys.Actor, name string) (
 		}
 	}
 	return d, nil
+}
+
+// fail makes the box failed for reason, as the core records it.
+func (c *scriptedCore) fail(name, reason string) {
+	c.mu.Lock()
+	b := c.boxes[name]
+	b.box.State, b.box.Reason = fleet.Failed, c.red.String(reason)
+	c.mu.Unlock()
+}
+
+// failReads makes the box's reads (diff, files) answer err.
+func (c *scriptedCore) failReads(name string, err error) {
+	c.mu.Lock()
+	c.boxes[name].readErr = err
+	c.mu.Unlock()
 }
 
 func (c *scriptedCore) setState(caller keys.Actor, name string, st fleet.State) (fleet.Box, error) {
@@ -353,6 +374,9 @@ func (c *scriptedCore) ReadDir(_ context.Context, caller keys.Actor, name, dir s
 	b, err := c.box(caller, name)
 	if err != nil {
 		return nil, err
+	}
+	if b.readErr != nil {
+		return nil, b.readErr
 	}
 	dir = strings.Trim(path.Clean(dir), "/.")
 	seen := map[string]bool{}

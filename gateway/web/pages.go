@@ -347,7 +347,7 @@ func (s *Server) addAccount(w http.ResponseWriter, r *http.Request) {
 		s.failPage(w, r, err)
 		return
 	}
-	s.done(w, r, "/settings", "GitHub account "+a.Name+" added ("+a.Masked+").")
+	s.done(w, r, "/settings", "GitHub account "+a.Name+" added (token "+a.Masked+"): "+a.Identity.Summary(s.now())+".")
 }
 
 func (s *Server) accountAction(action string) http.HandlerFunc {

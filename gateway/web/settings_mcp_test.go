@@ -25,7 +25,7 @@ func newFleetConsole(t *testing.T) *console {
 	c := &console{t: t, clock: testutil.NewClock(time.Now())}
 	h := fleettest.New(t, fleettest.Options{MaxBoxes: 2, Now: c.clock.Now, NoAccount: true, Users: []fleettest.User{
 		{Name: "admin", Role: keys.RoleAdmin}, {Name: "alice", Role: keys.RoleOperator}, {Name: "bob", Role: keys.RoleOperator}}})
-	c.store, c.logs, c.audit, c.svc, c.fleet = h.Store, h.Logs, h.Audit, h.Keys, h.Fleet
+	c.store, c.logs, c.audit, c.svc, c.fleet, c.token = h.Store, h.Logs, h.Audit, h.Keys, h.Fleet, h.Token
 	c.srv = New(Options{Identity: c.svc, Logger: h.Logger, Audit: c.audit, Fleet: c.fleet, Sessions: c.store.SessionStore(nil),
 		Throttle: throttle.NewAuth(20, 10*time.Minute, nil), LoginHint: "ssh -p 2222 localhost login"})
 	ts := httptest.NewServer(c.srv)

@@ -1,0 +1,141 @@
+package accounts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"sbx.dev/sbx/internal/charset"
+	"sbx.dev/sbx/internal/errkind"
+)
+
+// Identity is who a token belongs to, as the host's API answered when the
+// account was added.
+type Identity struct {
+	Login string // the host's user name, e.g. "octocat"
+	// Scopes are a classic token's OAuth scopes, from the X-OAuth-Scopes
+	// header. Fine-grained and app tokens have none: their permissions
+	// are set per repository on the host, and HasScopes is false.
+	Scopes    []string
+	HasScopes bool
+	// Expires is from the GitHub-Authentication-Token-Expiration header;
+	// zero when the token does not expire (or the host did not say).
+	Expires time.Time
+}
+
+// ScopesText says what the token's scopes are, for people.
+func (id Identity) ScopesText() string {
+	switch {
+	case !id.HasScopes:
+		return "none reported (a fine-grained token: its permissions are set per repository on GitHub)"
+	case len(id.Scopes) == 0:
+		return "none (a classic token with no scopes reaches public repositories only)"
+	}
+	return strings.Join(id.Scopes, ", ")
+}
+
+// ExpiresText says when the token expires, for people.
+func (id Identity) ExpiresText(now time.Time) string {
+	if id.Expires.IsZero() {
+		return "never (or not reported)"
+	}
+	left := id.Expires.Sub(now)
+	when := id.Expires.UTC().Format("2006-01-02 15:04 UTC")
+	if left < 0 {
+		return when + " (expired)"
+	}
+	return fmt.Sprintf("%s (in %d days)", when, int(left.Hours()/24))
+}
+
+// Summary is the identity on one line, for a flash message or a log.
+func (id Identity) Summary(now time.Time) string {
+	return "login " + id.Login + "; scopes " + id.ScopesText() + "; expires " + id.ExpiresText(now)
+}
+
+// APIURL is the REST API base of a git host: api.github.com for
+// github.com, <host>/api/v3 for GitHub Enterprise Server and anything
+// else (fleet/gittest answers there too).
+func APIURL(host *url.URL) string {
+	if host.Host == "github.com" && host.Path == "" {
+		return "https://api.github.com"
+	}
+	return host.String() + "/api/v3"
+}
+
+// maxIdentityBody bounds the /user answer read (GitHub's is about 1.5 KB).
+const maxIdentityBody = 64 << 10
+
+var (
+	loginChars = charset.New("A-Za-z0-9-")
+	scopeChars = charset.New("A-Za-z0-9:_-")
+)
+
+// Identify asks the host's API who token belongs to (GET <api>/user, as
+// `gh auth status` does). A 401 or 403 is ErrTokenRejected; a host that
+// cannot be reached, fails (5xx), rate-limits or redirects (the token is
+// never sent on to where a redirect points) is errkind.Unavailable.
+func (s *Service) Identify(ctx context.Context, token string) (Identity, error) {
+	api := APIURL(s.host)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/user", nil)
+	if err != nil {
+		return Identity{}, fmt.Errorf("check the token: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	req.Header.Set("User-Agent", "sbx")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		// The token is in a header, never in the URL the error shows.
+		return Identity{}, fmt.Errorf("check the token at %s: %w: %w", api, errkind.Unavailable, err)
+	}
+	defer resp.Body.Close()
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests || (code == http.StatusForbidden && resp.Header.Get("X-RateLimit-Remaining") == "0"):
+		// GitHub answers an exhausted rate limit with 403 too: that says
+		// nothing about the token.
+		return Identity{}, fmt.Errorf("check the token at %s: rate limited (%s); retry later: %w", api, resp.Status, errkind.Unavailable)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return Identity{}, fmt.Errorf("check the token at %s: %s: %w", api, resp.Status, ErrTokenRejected)
+	case code >= 300 && code < 400:
+		return Identity{}, fmt.Errorf("check the token at %s: redirected to %q; not following with a token: %w", api, resp.Header.Get("Location"), errkind.Unavailable)
+	case code >= 500:
+		return Identity{}, fmt.Errorf("check the token at %s: %s: %w", api, resp.Status, errkind.Unavailable)
+	case code != http.StatusOK:
+		return Identity{}, fmt.Errorf("check the token at %s: unexpected %s", api, resp.Status)
+	}
+	var body struct {
+		Login string `json:"login"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxIdentityBody)).Decode(&body); err != nil || !charset.Is(body.Login, 1, 39, loginChars, loginChars) {
+		return Identity{}, fmt.Errorf("check the token at %s: the answer names no GitHub user (is git.host a GitHub?)", api)
+	}
+	id := Identity{Login: body.Login}
+	if h, ok := resp.Header["X-Oauth-Scopes"]; ok {
+		id.HasScopes = true
+		for _, sc := range strings.Split(strings.Join(h, ","), ",") {
+			// Only a scope's characters reach a terminal or a page.
+			if sc = strings.TrimSpace(sc); charset.Is(sc, 1, 64, scopeChars, scopeChars) {
+				id.Scopes = append(id.Scopes, sc)
+			}
+		}
+	}
+	id.Expires = parseExpiry(resp.Header.Get("GitHub-Authentication-Token-Expiration"))
+	return id, nil
+}
+
+// parseExpiry reads GitHub's expiry header ("2026-12-31 23:59:59 UTC", or
+// with a numeric zone); zero when absent or unreadable.
+func parseExpiry(v string) time.Time {
+	for _, layout := range []string{"2006-01-02 15:04:05 MST", "2006-01-02 15:04:05 -0700"} {
+		if t, err := time.Parse(layout, strings.TrimSpace(v)); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
