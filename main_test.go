@@ -8,7 +8,8 @@ package main
 //	serve [-admin KEY] [-data DIR] [-env NAME=VALUE]... [args...]
 //	                                          start `sbx serve` on random ports; sets SSH_PORT, HTTP_URL
 //	shutdown [-9] [-within DUR] [-when RE [-after DUR]]  signal once serve.log matches RE (and DUR passed); TERM must finish within DUR
-//	sshx KEY [ssh options... --] [command...] run OpenSSH as the owner of $WORK/KEY against the server
+//	sshx [-exit N] KEY [ssh options... --] [command...] run OpenSSH as the owner of $WORK/KEY against the server;
+//	                                          -exit: it must exit with status N (README's exit codes)
 //	sshloop N KEY [command...]                run sshx N times, each must fail authentication
 //	http [-token FILE] [-H 'K: V'] [-body S] [-bodysize N] [-secure [-console]] [-jar FILE] METHOD PATH|@FILE
 //	                                          one HTTP request; prints "HTTP <code>", headers, a blank line, the body
@@ -30,6 +31,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -298,10 +300,28 @@ func sshArgs(ts *testscript.TestScript, key string, args []string) []string {
 }
 
 func cmdSSH(ts *testscript.TestScript, neg bool, args []string) {
+	want := -1
+	if len(args) > 1 && args[0] == "-exit" {
+		n, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		want, args = n, args[2:]
+	}
 	if len(args) < 1 {
-		ts.Fatalf("usage: sshx KEY [ssh options... --] [command...]")
+		ts.Fatalf("usage: sshx [-exit N] KEY [ssh options... --] [command...]")
 	}
 	err := ts.Exec("ssh", sshArgs(ts, args[0], args[1:])...)
+	if want >= 0 {
+		got := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			got = exit.ExitCode()
+		} else if err != nil {
+			ts.Fatalf("ssh: %v", err)
+		}
+		if got != want {
+			ts.Fatalf("ssh exit status %d, want %d", got, want)
+		}
+	}
 	if err != nil {
 		ts.Logf("[%v]", err)
 		if !neg {

@@ -126,7 +126,7 @@ func (m *matrix) cover(row, cred, got string) {
 }
 
 // table renders the coverage: one row per route, command or tool, one
-// column per credential ("ok 200", "unauth 401", "notfound 1"…; "-" where
+// column per credential ("ok 200", "unauth 401", "notfound 3"…; "-" where
 // a credential does not apply to the front).
 func (m *matrix) table() string {
 	cols := []string{credNone, credMalformed, credRevoked, credExpired, "disabled-user", credRead, credOther, credRight}

@@ -2,8 +2,10 @@ package sshd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/internal/buildinfo"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 )
 
@@ -34,9 +37,14 @@ func (c *call) root() *cobra.Command {
 			return nil
 		},
 	}
+	root.Example = c.examples(`new --agent script "hello world"`, "logs -f BOX", "-t attach BOX", "ls --json", "help new")
+	group(root) // an unknown command is a wrong command line, like a group's
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{cmd: cmd, err: err} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.DisableSuggestions = true
-	root.AddCommand(c.whoamiCmd(), c.loginCmd(), c.userCmd(), c.keyCmd(), c.tokenCmd(), c.auditCmd())
+	whoami := c.whoamiCmd()
+	whoami.Example = c.examples("whoami", "whoami --json")
+	root.AddCommand(whoami, c.loginCmd(), c.userCmd(), c.keyCmd(), c.tokenCmd(), c.auditCmd())
 	root.AddCommand(c.boxCmds()...)
 	root.AddCommand(c.accountCmd(), c.mcpCmd(), c.poolCmd(), c.attachCmd(), c.execCmd())
 	root.AddGroup(&cobra.Group{ID: groupBoxes, Title: "Boxes:"}, &cobra.Group{ID: groupAdmin, Title: "Accounts and administration:"})
@@ -49,7 +57,52 @@ func (c *call) root() *cobra.Command {
 	if c.srv.ExtraCommands != nil {
 		root.AddCommand(c.srv.ExtraCommands(c.sess)...)
 	}
+	markUsageErrors(root)
 	return root
+}
+
+// usageError is a wrong command line: an unknown command or flag, a flag
+// value that does not parse, the wrong number of arguments. It is of kind
+// Invalid (exit 2) and shows the command's usage line.
+type usageError struct {
+	cmd *cobra.Command
+	err error
+}
+
+func (e *usageError) Error() string   { return e.err.Error() }
+func (e *usageError) Unwrap() []error { return []error{e.err, errkind.Invalid} }
+
+// markUsageErrors makes every argument check in the tree fail with a
+// usageError.
+func markUsageErrors(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				var ue *usageError
+				if errors.As(err, &ue) {
+					return err
+				}
+				return &usageError{cmd: cmd, err: err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markUsageErrors(sub)
+	}
+}
+
+// usageLine is cmd's synopsis: its use line, or "PATH [command]" for a
+// group (the root is one too).
+func usageLine(cmd *cobra.Command) string {
+	if cmd.Annotations[annotationGroup] != "" {
+		help := cmd.Root().CommandPath() + " help"
+		if cmd.HasParent() {
+			help += " " + strings.TrimPrefix(cmd.CommandPath(), cmd.Root().CommandPath()+" ")
+		}
+		return cmd.CommandPath() + " [command]; the list: " + help
+	}
+	return cmd.UseLine()
 }
 
 func (c *call) whoamiCmd() *cobra.Command {
@@ -85,7 +138,7 @@ func group(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			return &usageError{cmd: cmd, err: fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
 		}
 		return cmd.Help()
 	}
@@ -134,6 +187,53 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeJSONLine writes v as one line: a record of a stream (logs -f) or an
+// error on stderr.
+func writeJSONLine(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// jsonFlag gives cmd the --json flag every printing command has.
+func jsonFlag(cmd *cobra.Command) *cobra.Command {
+	cmd.Flags().Bool("json", false, "print JSON")
+	return cmd
+}
+
+// wantJSON reports whether cmd runs with --json.
+func wantJSON(cmd *cobra.Command) bool {
+	on, _ := cmd.Flags().GetBool("json")
+	return on
+}
+
+// done reports what a command that acts did: the text line for people, or
+// with --json one object {"ok": true, "action": action, …fields}.
+func done(cmd *cobra.Command, action string, fields map[string]any, text string) error {
+	if wantJSON(cmd) {
+		out := map[string]any{"ok": true, "action": action}
+		maps.Copy(out, fields)
+		return writeJSON(cmd.OutOrStdout(), out)
+	}
+	_, err := fmt.Fprintln(cmd.OutOrStdout(), text)
+	return err
+}
+
+// examples formats a command's Example: each line is a command line after
+// "ssh -p PORT HOST" (this server's); one starting "-t " asks ssh for a
+// terminal; one holding {ssh} places the prefix itself
+// (echo "$TOKEN" | {ssh} account add work).
+func (c *call) examples(lines ...string) string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		switch {
+		case strings.Contains(l, "{ssh}"):
+			out[i] = "  " + strings.ReplaceAll(l, "{ssh}", c.usagePrefix())
+		case strings.HasPrefix(l, "-t "):
+			out[i] = "  ssh -t" + strings.TrimPrefix(c.usagePrefix(), "ssh") + " " + strings.TrimPrefix(l, "-t ")
+		default:
+			out[i] = "  " + c.usagePrefix() + " " + l
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }

@@ -46,6 +46,17 @@ func (c *call) accountCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if wantJSON(cmd) {
+				fields := map[string]any{"account": a.Name, "host": a.Host, "token": a.Masked,
+					"login": a.Identity.Login, "expires": stamp(a.Identity.Expires)}
+				if a.Identity.HasScopes {
+					fields["scopes"] = a.Identity.Scopes
+				}
+				if probe != "" {
+					fields["probed"] = probe
+				}
+				return done(cmd, "added", fields, "")
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "added account %s (%s, token %s)\n", a.Name, a.Host, a.Masked)
 			fmt.Fprintf(out, "  login    %s\n  scopes   %s\n  expires  %s\n", a.Identity.Login, a.Identity.ScopesText(), a.Identity.ExpiresText(c.srv.Now()))
@@ -116,8 +127,7 @@ func (c *call) accountCmd() *cobra.Command {
 			if err := f.RemoveAccount(cmd.Context(), c.actor, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed account %s\n", args[0])
-			return nil
+			return done(cmd, "removed", map[string]any{"account": args[0]}, "removed account "+args[0])
 		},
 	}
 	def := &cobra.Command{
@@ -132,9 +142,16 @@ func (c *call) accountCmd() *cobra.Command {
 			if err := f.SetDefaultAccount(cmd.Context(), c.actor, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "default account is %s\n", args[0])
-			return nil
+			return done(cmd, "default", map[string]any{"account": args[0]}, "default account is "+args[0])
 		},
+	}
+	add.Example = c.examples(`echo "$GITHUB_TOKEN" | {ssh} account add work`,
+		`echo "$GITHUB_TOKEN" | {ssh} account add work --probe acme/widget --json`)
+	ls.Example = c.examples("account ls", "account ls --json")
+	rm.Example = c.examples("account rm work")
+	def.Example = c.examples("account default work")
+	for _, sub := range []*cobra.Command{add, rm, def} {
+		jsonFlag(sub)
 	}
 	cmd.AddCommand(add, ls, rm, def)
 	return cmd
@@ -170,6 +187,7 @@ func (c *call) poolCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&set, "set", 0, "keep this many boxes pre-booted")
+	cmd.Example = c.examples("pool", "pool --set 2", "pool --json")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -37,8 +37,11 @@ func (c *call) attachCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "attach [--root] BOX [-- CMD…]",
 		Short:   "A shell (or CMD) in the box on a raw terminal, as the agent user (--root: as root); needs ssh -t",
-		GroupID: groupBoxes,
-		Args:    cobra.MinimumNArgs(1),
+		Example: c.examples("-t attach fix-the-flaky-3f2a1c", "-t attach --root fix-the-flaky-3f2a1c -- apt-get install -y jq"),
+		// Its output is the box process's own bytes: no --json.
+		Annotations: map[string]string{annotationRaw: "true"},
+		GroupID:     groupBoxes,
+		Args:        cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pty, _, isPty := c.sess.Pty()
 			if !isPty {
@@ -66,10 +69,12 @@ func (c *call) attachCmd() *cobra.Command {
 func (c *call) execCmd() *cobra.Command {
 	var root bool
 	cmd := &cobra.Command{
-		Use:     "exec [--root] BOX -- CMD…",
-		Short:   "Run CMD in the box with stdin, stdout and stderr piped (for scripts), as the agent user (--root: as root)",
-		GroupID: groupBoxes,
-		Args:    cobra.MinimumNArgs(1),
+		Use:         "exec [--root] BOX -- CMD…",
+		Short:       "Run CMD in the box with stdin, stdout and stderr piped (for scripts), as the agent user (--root: as root)",
+		Example:     c.examples("exec fix-the-flaky-3f2a1c -- go test ./...", "exec fix-the-flaky-3f2a1c -- tar -C /workspace -cz . > ws.tgz"),
+		Annotations: map[string]string{annotationRaw: "true"},
+		GroupID:     groupBoxes,
+		Args:        cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv, err := commandAfterBox(cmd, args)
 			if err != nil {

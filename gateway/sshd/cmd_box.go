@@ -74,8 +74,12 @@ func (c *call) newCmd() *cobra.Command {
 	var ref, agentName, setup string
 	var keep, asJSON bool
 	cmd := &cobra.Command{
-		Use:     "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] [--setup SCRIPT|-] TASK…",
-		Short:   "Delegate a task to a new box",
+		Use:   "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] [--setup SCRIPT|-] TASK…",
+		Short: "Delegate a task to a new box",
+		Example: c.examples(`new --agent script "hello world"`,
+			`new --repo acme/widget --agent claude "fix the flaky test"`,
+			`new --repo acme/widget --setup - "make it build" < setup.sh`,
+			`new --json --repo acme/widget "bump the deps"`),
 		GroupID: groupBoxes,
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -124,6 +128,7 @@ func (c *call) lsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Short:   "List your boxes (admins: every box)",
+		Example: c.examples("ls", "ls --json"),
 		GroupID: groupBoxes,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -181,6 +186,7 @@ func (c *call) statusCmd() *cobra.Command {
 			return nil
 		})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Example = c.examples("status fix-the-flaky-3f2a1c", "status --json fix-the-flaky-3f2a1c")
 	return cmd
 }
 
@@ -244,7 +250,7 @@ func (c *call) logsCmd() *cobra.Command {
 				return err
 			}
 			defer ls.Close()
-			out := cmd.OutOrStdout()
+			out, asJSON := cmd.OutOrStdout(), wantJSON(cmd)
 			for {
 				ch, err := ls.Next(ctx)
 				if errors.Is(err, io.EOF) || (err != nil && ctx.Err() != nil) {
@@ -253,14 +259,29 @@ func (c *call) logsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if _, err := io.WriteString(out, ch.Text.String()); err != nil {
+				if asJSON {
+					err = writeJSONLine(out, logRecord{Text: ch.Text.String(), ResumeFrom: ch.Offset})
+				} else {
+					_, err = io.WriteString(out, ch.Text.String())
+				}
+				if err != nil {
 					return nil // the client went away
 				}
 			}
 		})
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the box is destroyed")
 	cmd.Flags().Int64Var(&from, "from", 0, "start at this byte offset of the log")
-	return cmd
+	cmd.Example = c.examples("logs fix-the-flaky-3f2a1c", "logs -f fix-the-flaky-3f2a1c",
+		"logs --from 4096 fix-the-flaky-3f2a1c",
+		"logs -f --json fix-the-flaky-3f2a1c   # one object a line: {\"text\": …, \"resume_from\": N}")
+	return jsonFlag(cmd)
+}
+
+// logRecord is one piece of a log under --json, a line of its own: its
+// text (whole lines) and the --from that resumes after it.
+type logRecord struct {
+	Text       string `json:"text"`
+	ResumeFrom int64  `json:"resume_from"`
 }
 
 func (c *call) answerCmd() *cobra.Command {
@@ -298,6 +319,8 @@ func (c *call) answerCmd() *cobra.Command {
 		})
 	cmd.Flags().BoolVar(&followUp, "follow-up", false, "send a message rather than answer a question")
 	cmd.Flags().BoolVar(&force, "force", false, "with --follow-up: interrupt a running turn instead of queueing")
+	cmd.Example = c.examples(`answer fix-the-flaky-3f2a1c "use v2"`, `answer --follow-up fix-the-flaky-3f2a1c "now add a test"`,
+		`answer --follow-up --force fix-the-flaky-3f2a1c "stop, use v3"`)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -317,6 +340,7 @@ func (c *call) askCmd() *cobra.Command {
 			return nil
 		})
 	cmd.Flags().BoolVar(&fresh, "new", false, "start a new side thread")
+	cmd.Example = c.examples(`ask fix-the-flaky-3f2a1c "which tests did you run?"`, `ask --new fix-the-flaky-3f2a1c "what is left?"`)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -357,10 +381,13 @@ func (c *call) inboxCmd() *cobra.Command {
 			if err := f.RemoveInbox(cmd.Context(), c.actor, box, id); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed inbox item %d of %s\n", id, box)
-			return nil
+			return done(cmd, "removed", map[string]any{"box": box, "inbox_id": id},
+				fmt.Sprintf("removed inbox item %d of %s", id, box))
 		})
 	rm.GroupID = ""
+	rm.Example = c.examples("inbox rm fix-the-flaky-3f2a1c 2")
+	jsonFlag(rm)
+	cmd.Example = c.examples("inbox fix-the-flaky-3f2a1c", "inbox --json fix-the-flaky-3f2a1c")
 	cmd.AddCommand(rm)
 	return cmd
 }
@@ -398,6 +425,7 @@ func (c *call) diffCmd() *cobra.Command {
 			return tw.Flush()
 		})
 	cmd.Flags().BoolVar(&stat, "stat", false, "per-file added and deleted lines only")
+	cmd.Example = c.examples("diff fix-the-flaky-3f2a1c > fix.patch", "diff --stat fix-the-flaky-3f2a1c", "diff --json fix-the-flaky-3f2a1c")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -421,6 +449,8 @@ func (c *call) stateCmd(use, short string, do func(cmd *cobra.Command, f *fleet.
 		return nil
 	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	verb := cmd.Name()
+	cmd.Example = c.examples(verb+" fix-the-flaky-3f2a1c", verb+" --json fix-the-flaky-3f2a1c")
 	return cmd
 }
 
@@ -449,14 +479,15 @@ func (c *call) keepCmd(keep bool) *cobra.Command {
 }
 
 func (c *call) rmCmd() *cobra.Command {
-	return c.boxCmd("rm BOX", "Destroy a box and everything in it", cobra.ExactArgs(1),
+	cmd := c.boxCmd("rm BOX", "Destroy a box and everything in it", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, _ []string) error {
 			if err := f.Destroy(cmd.Context(), c.actor, box); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "destroyed %s\n", box)
-			return nil
+			return done(cmd, "destroyed", map[string]any{"box": box}, "destroyed "+box)
 		})
+	cmd.Example = c.examples("rm fix-the-flaky-3f2a1c", "rm --json fix-the-flaky-3f2a1c")
+	return jsonFlag(cmd)
 }
 
 func (c *call) allowCmd() *cobra.Command {
@@ -488,6 +519,8 @@ func (c *call) allowCmd() *cobra.Command {
 			return nil
 		})
 	cmd.Flags().BoolVar(&set, "set", false, "replace the list with exactly these domains (none: clear it)")
+	cmd.Example = c.examples("allow fix-the-flaky-3f2a1c", "allow fix-the-flaky-3f2a1c pypi.org '*.pythonhosted.org'",
+		"allow fix-the-flaky-3f2a1c example.com:8443", "allow --set fix-the-flaky-3f2a1c")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -28,12 +28,17 @@ func (c *call) loginCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), keys.LoginURL(c.srv.WebURL(), token))
+			link := keys.LoginURL(c.srv.WebURL(), token)
+			if wantJSON(cmd) {
+				return writeJSON(cmd.OutOrStdout(), map[string]string{"url": link, "user": target, "expires": stamp(expires)})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), link)
 			fmt.Fprintf(cmd.ErrOrStderr(), "open it within %s (until %s); it works once and only for %s\n",
 				keys.LoginTTL, expires.UTC().Format(time.RFC3339), target)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&user, "user", "", "admins: a link for another user")
-	return cmd
+	cmd.Example = c.examples("login", "login --user bob", "login --json")
+	return jsonFlag(cmd)
 }

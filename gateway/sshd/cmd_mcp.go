@@ -36,9 +36,10 @@ func (c *call) mcpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "added MCP server %s (%s; headers: %s); boxes reach it at http://%s/mcp/%s\n",
-				s.Name, s.URL, strings.Join(s.Headers, ", "), fleet.GatewayHost, s.Name)
-			return nil
+			endpoint := "http://" + fleet.GatewayHost + "/mcp/" + s.Name
+			return done(cmd, "added", map[string]any{"mcp_server": s, "endpoint": endpoint},
+				fmt.Sprintf("added MCP server %s (%s; headers: %s); boxes reach it at %s",
+					s.Name, s.URL, strings.Join(s.Headers, ", "), endpoint))
 		},
 	}
 	var asJSON bool
@@ -81,10 +82,15 @@ func (c *call) mcpCmd() *cobra.Command {
 			if err := f.RemoveMCPServer(cmd.Context(), c.actor, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed MCP server %s\n", args[0])
-			return nil
+			return done(cmd, "removed", map[string]any{"mcp_server": args[0]}, "removed MCP server "+args[0])
 		},
 	}
+	add.Example = c.examples(`echo "Authorization: Bearer $LINEAR_KEY" | {ssh} mcp add linear https://mcp.linear.app/mcp`,
+		"mcp add docs https://example.com/mcp < /dev/null")
+	ls.Example = c.examples("mcp ls", "mcp ls --json")
+	rm.Example = c.examples("mcp rm linear")
+	jsonFlag(add)
+	jsonFlag(rm)
 	cmd.AddCommand(add, ls, rm)
 	return cmd
 }

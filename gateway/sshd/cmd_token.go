@@ -92,10 +92,14 @@ func (c *call) tokenCmd() *cobra.Command {
 			if err := c.srv.Identity.RevokeAPIKey(cmd.Context(), c.actor, c.user.Name, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
-			return nil
+			return done(cmd, "revoked", map[string]any{"id": args[0]}, "revoked "+args[0])
 		},
 	}
+	create.Example = c.examples("token create --name ci --expires 720h", "token create --scope read --json",
+		`curl -H "Authorization: Bearer $({ssh} token create --name probe)" http://127.0.0.1:8080/api/v1/whoami`)
+	ls.Example = c.examples("token ls", "token ls --json")
+	rm.Example = c.examples("token rm 3f2a1c9d")
+	jsonFlag(rm)
 	cmd.AddCommand(create, ls, rm)
 	return cmd
 }
@@ -155,6 +159,7 @@ func (c *call) auditCmd() *cobra.Command {
 	cmd.Flags().StringVar(&user, "user", "", "only rows whose actor is this user")
 	cmd.Flags().StringVar(&since, "since", "", "only rows since a time (RFC 3339) or a duration ago (24h)")
 	cmd.Flags().IntVar(&limit, "limit", audit.DefaultLimit, "at most this many rows")
+	cmd.Example = c.examples("audit --since 1h", "audit --user bob --since 2026-11-29 --json", "audit --limit 20")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

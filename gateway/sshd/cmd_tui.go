@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"sbx.dev/sbx/gateway/sshd/tui"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/internal/termtext"
 )
 
@@ -15,8 +16,9 @@ func (c *call) tui() int {
 		fmt.Fprintf(c.sess, "sbx: signed in as %s (%s). Run `ssh -t …` for the fleet TUI, or `%s help` for the commands.\n",
 			termtext.String(c.user.Name), c.user.Role, c.usagePrefix())
 		if isPty { // asked for the TUI, which needs boxes
-			fmt.Fprintln(c.sess.Stderr(), "error: "+termtext.String(c.srv.noFleet().Error()))
-			return 1
+			err := c.srv.noFleet()
+			fmt.Fprintln(c.sess.Stderr(), "error: "+termtext.String(err.Error()))
+			return errkind.ExitCode(err)
 		}
 		return 0
 	}

@@ -36,6 +36,9 @@ func (c *call) userCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if wantJSON(cmd) {
+				return done(cmd, "added", map[string]any{"user": u.Name, "role": string(u.Role), "keys": keyRows(ks)}, "")
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "added %s (%s) with %d key(s)\n", u.Name, u.Role, len(ks))
 			for _, k := range ks {
 				fmt.Fprintf(cmd.OutOrStdout(), "  %s %s\n", k.Fingerprint, k.Comment)
@@ -53,8 +56,7 @@ func (c *call) userCmd() *cobra.Command {
 			if err := c.srv.Identity.RemoveUser(cmd.Context(), c.actor, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
-			return nil
+			return done(cmd, "removed", map[string]any{"user": args[0]}, "removed "+args[0])
 		},
 	}
 
@@ -96,19 +98,24 @@ func (c *call) userCmd() *cobra.Command {
 	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
 	setDisabled := func(use, short, verb string, disabled bool) *cobra.Command {
-		return &cobra.Command{
-			Use:   use + " NAME",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
+		return jsonFlag(&cobra.Command{
+			Use:     use + " NAME",
+			Short:   short,
+			Example: c.examples("user " + use + " bob"),
+			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if err := c.srv.Identity.SetDisabled(cmd.Context(), c.actor, args[0], disabled); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", verb, args[0])
-				return nil
+				return done(cmd, verb, map[string]any{"user": args[0]}, verb+" "+args[0])
 			},
-		}
+		})
 	}
+	add.Example = c.examples(`user add bob --role operator "$(cat bob.pub)"`, "user add carol < carol.pub", "user add --json dave < dave.pub")
+	rm.Example = c.examples("user rm bob")
+	ls.Example = c.examples("user ls", "user ls --json")
+	jsonFlag(add)
+	jsonFlag(rm)
 	cmd.AddCommand(add, rm, ls,
 		setDisabled("disable", "Disable a user (their keys and API keys stop working)", "disabled", true),
 		setDisabled("enable", "Enable a disabled user", "enabled", false))
@@ -137,6 +144,9 @@ func (c *call) keyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if wantJSON(cmd) {
+				return done(cmd, "added", map[string]any{"user": target(), "keys": keyRows(ks)}, "")
+			}
 			for _, k := range ks {
 				fmt.Fprintf(cmd.OutOrStdout(), "added %s %s to %s\n", k.Fingerprint, k.Comment, target())
 			}
@@ -151,8 +161,8 @@ func (c *call) keyCmd() *cobra.Command {
 			if err := c.srv.Identity.RemoveKey(cmd.Context(), c.actor, target(), args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s from %s\n", args[0], target())
-			return nil
+			return done(cmd, "removed", map[string]any{"user": target(), "fingerprint": args[0]},
+				fmt.Sprintf("removed %s from %s", args[0], target()))
 		},
 	}
 	var asJSON bool
@@ -169,17 +179,7 @@ func (c *call) keyCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				type row struct {
-					Fingerprint string `json:"fingerprint"`
-					Type        string `json:"type"`
-					Comment     string `json:"comment"`
-					Created     string `json:"created"`
-				}
-				out := make([]row, 0, len(ks))
-				for _, k := range ks {
-					out = append(out, row{k.Fingerprint, k.Type, k.Comment, stamp(k.Created)})
-				}
-				return writeJSON(cmd.OutOrStdout(), out)
+				return writeJSON(cmd.OutOrStdout(), keyRows(ks))
 			}
 			tw := table(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "FINGERPRINT\tTYPE\tCOMMENT\tCREATED")
@@ -191,6 +191,27 @@ func (c *call) keyCmd() *cobra.Command {
 	}
 	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.PersistentFlags().StringVar(&user, "user", "", "act on this user's keys (admins)")
+	add.Example = c.examples("key add < ~/.ssh/id_ecdsa.pub", `key add "$(cat laptop.pub)"`, "key add --user bob < bob2.pub")
+	rm.Example = c.examples("key rm SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s")
+	ls.Example = c.examples("key ls", "key ls --user bob --json")
+	jsonFlag(add)
+	jsonFlag(rm)
 	cmd.AddCommand(add, rm, ls)
 	return cmd
+}
+
+// keyRow is an SSH key under --json.
+type keyRow struct {
+	Fingerprint string `json:"fingerprint"`
+	Type        string `json:"type"`
+	Comment     string `json:"comment"`
+	Created     string `json:"created"`
+}
+
+func keyRows(ks []keys.Key) []keyRow {
+	out := make([]keyRow, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, keyRow{k.Fingerprint, k.Type, k.Comment, stamp(k.Created)})
+	}
+	return out
 }

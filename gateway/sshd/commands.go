@@ -9,6 +9,10 @@ import (
 // annotationGroup marks a command that only groups others (group).
 const annotationGroup = "sbx.group"
 
+// annotationRaw marks a command whose output is a box process's own bytes
+// (attach, exec): the one kind of printing command without --json.
+const annotationRaw = "sbx.raw"
+
 // Command is one runnable command of the SSH command tree.
 type Command struct {
 	Path  string // e.g. "token create", without the root

@@ -53,9 +53,30 @@ func TestBoxCommands(t *testing.T) {
 	if from := g.must("alice", "logs", "--from", fmt.Sprint(second), name); from != out[second:] {
 		t.Fatalf("logs --from %d: %q, want %q", second, from, out[second:])
 	}
-	// answer without a question: a one-line conflict, exit 1.
+	// --json: one object a line, whose texts make the log and whose last
+	// resume_from is where the log ends.
+	var text strings.Builder
+	var last int64 = -1
+	for line := range strings.Lines(g.must("alice", "logs", "--json", name)) {
+		var rec struct {
+			Text       *string `json:"text"`
+			ResumeFrom *int64  `json:"resume_from"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Text == nil || rec.ResumeFrom == nil || *rec.ResumeFrom <= last {
+			t.Fatalf("logs --json line %q: %v", line, err)
+		}
+		text.WriteString(*rec.Text)
+		last = *rec.ResumeFrom
+	}
+	if text.String() != out {
+		t.Fatalf("logs --json texts %q, want the log %q", text.String(), out)
+	}
+	if rest := g.must("alice", "logs", "--from", fmt.Sprint(last), name); rest != "" {
+		t.Fatalf("logs --from the last resume_from: %q", rest)
+	}
+	// answer without a question: a one-line conflict, exit 5.
 	r := g.run("alice", "", "answer", name, "yes")
-	if r.code != 1 || !strings.HasPrefix(r.stderr, "error: ") || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--follow-up") {
+	if r.code != 5 || !strings.HasPrefix(r.stderr, "error: ") || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--follow-up") {
 		t.Fatalf("answer without question: %+v", r)
 	}
 	// A follow-up to a finished agent starts a turn; ask is a side question.
@@ -98,7 +119,15 @@ func TestBoxCommands(t *testing.T) {
 	if out := g.must("alice", "wake", name); strings.Contains(out, "sleeping") {
 		t.Fatalf("wake: %q", out)
 	}
-	g.must("alice", "rm", name)
+	var destroyed struct {
+		OK     bool
+		Action string
+		Box    string
+	}
+	if err := json.Unmarshal([]byte(g.must("alice", "rm", "--json", name)), &destroyed); err != nil ||
+		!destroyed.OK || destroyed.Action != "destroyed" || destroyed.Box != name {
+		t.Fatalf("rm --json: %v %+v", err, destroyed)
+	}
 	if err := follow.Wait(); err != nil {
 		t.Fatalf("logs -f after rm: %v", err)
 	}
@@ -106,39 +135,44 @@ func TestBoxCommands(t *testing.T) {
 		t.Fatalf("logs -f printed %q", fo.String())
 	}
 	r = g.run("alice", "", "status", name)
-	if r.code != 1 || !strings.Contains(r.stderr, "not found") {
+	if r.code != 3 || !strings.Contains(r.stderr, "not found") {
 		t.Fatalf("status after rm: %+v", r)
 	}
 }
 
-// TestBadInput: every refusal is one line on stderr and exit 1, and
-// nothing is created.
+// TestBadInput: every refusal is one line on stderr and the exit code of
+// its kind (README's "Exit codes": 2 invalid, 3 not found, 4 forbidden),
+// and nothing is created.
 func TestBadInput(t *testing.T) {
 	g := newGateway(t)
-	cases := [][]string{
-		{"new", "--agent", "script"},        // empty task
-		{"new", "--agent", "gpt", "x"},      // unknown profile
-		{"new", "--repo", "acme/nope", "x"}, // unknown repo
-		{"new", "--repo", "../../etc", "x"}, // bad repo
-		{"new", "--repo", "acme/widget", "--ref", "no-such-branch", "--agent", "script", "x"},
-		{"new", "--ref", "main", "x"},     // ref without repo
-		{"status", "Bad_Name!"},           // outside the box-name rule
-		{"status", "nobox"},               // not found
-		{"logs", "--from", "-1", "nobox"}, // bad offset
-		{"inbox", "rm", "nobox", "x"},     // bad id
-		{"attach", "nobox"},               // no terminal
-		{"exec", "nobox"},                 // no command
-		{"pool"},                          // admins only
-		{"account", "add", "work"},        // no token on stdin
+	const invalid, notFound, forbidden = 2, 3, 4
+	cases := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"new", "--agent", "script"}, invalid},        // empty task
+		{[]string{"new", "--agent", "gpt", "x"}, invalid},      // unknown profile
+		{[]string{"new", "--repo", "acme/nope", "x"}, invalid}, // unknown repo
+		{[]string{"new", "--repo", "../../etc", "x"}, invalid}, // bad repo
+		{[]string{"new", "--repo", "acme/widget", "--ref", "no-such-branch", "--agent", "script", "x"}, invalid},
+		{[]string{"new", "--ref", "main", "x"}, invalid},     // ref without repo
+		{[]string{"status", "Bad_Name!"}, invalid},           // outside the box-name rule
+		{[]string{"status", "nobox"}, notFound},              // not found
+		{[]string{"logs", "--from", "-1", "nobox"}, invalid}, // bad offset
+		{[]string{"inbox", "rm", "nobox", "x"}, invalid},     // bad id
+		{[]string{"attach", "nobox"}, invalid},               // no terminal
+		{[]string{"exec", "nobox"}, invalid},                 // no command
+		{[]string{"pool"}, forbidden},                        // admins only
+		{[]string{"account", "add", "work"}, invalid},        // no token on stdin
 	}
 	for _, c := range cases {
-		r := g.run("alice", "", c...)
-		if r.code != 1 || !strings.HasPrefix(r.stderr, "error: ") || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
-			t.Errorf("%v: exit %d stdout %q stderr %q; want one error line and exit 1", c, r.code, r.stdout, r.stderr)
+		r := g.run("alice", "", c.args...)
+		if r.code != c.code || !strings.HasPrefix(r.stderr, "error: ") || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+			t.Errorf("%v: exit %d stdout %q stderr %q; want one error line and exit %d", c.args, r.code, r.stdout, r.stderr, c.code)
 		}
 	}
 	// A setup script read from stdin that is too large.
-	if r := g.run("alice", strings.Repeat("x", fleet.MaxSetupBytes+1), "new", "--agent", "script", "--setup", "-", "x"); r.code != 1 || !strings.Contains(r.stderr, "setup script is") {
+	if r := g.run("alice", strings.Repeat("x", fleet.MaxSetupBytes+1), "new", "--agent", "script", "--setup", "-", "x"); r.code != 2 || !strings.Contains(r.stderr, "setup script is") {
 		t.Errorf("new --setup - with a large script: %+v", r)
 	}
 	if boxes, _ := g.fleet.List(context.Background(), g.actors["root"]); len(boxes) != 0 {
@@ -188,7 +222,7 @@ func TestOwnership(t *testing.T) {
 	for _, c := range cmds {
 		mine := g.run("bob", "", c...)
 		nobody := g.run("bob", "", replace(c, name, "no-such-box")...)
-		if mine.code != 1 || !strings.Contains(mine.stderr, "not found") ||
+		if mine.code != 3 || !strings.Contains(mine.stderr, "not found") ||
 			strings.ReplaceAll(mine.stderr, name, "no-such-box") != nobody.stderr {
 			t.Errorf("bob %v: exit %d stderr %q; a missing box says %q", c, mine.code, mine.stderr, nobody.stderr)
 		}

@@ -2,13 +2,16 @@ package sshd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 
 	"github.com/charmbracelet/ssh"
 	"github.com/spf13/cobra"
 
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/internal/termtext"
 	"sbx.dev/sbx/keys"
 )
@@ -74,11 +77,60 @@ func (c *call) run(ctx context.Context, args []string) int {
 	root.SetIn(c.sess)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "error: "+oneLine(err.Error()))
-		return 1
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil {
+		writeError(stderr, err, cmd != nil && wantsJSON(cmd, args))
+		return errkind.ExitCode(err)
 	}
 	return c.exit
+}
+
+// writeError reports a failed command on stderr: one "error:" line (and
+// the usage line after a wrong command line), or with --json one object
+// {"error", "kind", and "usage" for a wrong command line}.
+func writeError(stderr io.Writer, err error, asJSON bool) {
+	msg := oneLine(err.Error())
+	var usage string
+	var ue *usageError
+	if errors.As(err, &ue) {
+		usage = usageLine(ue.cmd)
+	}
+	if asJSON {
+		kind := "other"
+		switch k := errkind.Of(err); {
+		case usage != "":
+			kind = "usage"
+		case k != nil:
+			kind = k.Name()
+		}
+		out := map[string]string{"error": msg, "kind": kind}
+		if usage != "" {
+			out["usage"] = usage
+		}
+		_ = writeJSONLine(stderr, out)
+		return
+	}
+	fmt.Fprintln(stderr, "error: "+msg)
+	if usage != "" {
+		fmt.Fprintln(stderr, "usage: "+usage)
+	}
+}
+
+// wantsJSON reports whether the command line asked for JSON: the command's
+// --json flag, or "--json" among the arguments when parsing them failed.
+func wantsJSON(cmd *cobra.Command, args []string) bool {
+	if on, err := cmd.Flags().GetBool("json"); err == nil && on {
+		return true
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // accessAdmin marks commands only admins may run.

@@ -20,7 +20,9 @@ import "errors"
 // or give it a message of its own (New).
 type Kind struct {
 	msg    string
+	name   string
 	status int
+	exit   int
 }
 
 func (k *Kind) Error() string { return k.msg }
@@ -28,24 +30,36 @@ func (k *Kind) Error() string { return k.msg }
 // HTTPStatus is the status an HTTP front answers this kind with.
 func (k *Kind) HTTPStatus() int { return k.status }
 
+// Name is the kind's name for machines ("not_found"), as JSON errors carry it.
+func (k *Kind) Name() string { return k.name }
+
+// ExitCode is the status a command-line front exits with for this kind.
+func (k *Kind) ExitCode() int { return k.exit }
+
 // The kinds. Their messages are fleet's sentinels' (fleet.ErrNotFound is
 // NotFound): what users read does not change. Status codes are written out
 // so this package needs no net/http; the tests check them against it.
+//
+// Exit codes follow the POSIX habit of 2 for a wrong command line (Invalid
+// covers bad values and, in the SSH front, bad usage) and give each other
+// kind a small code of its own, so scripts can tell "no such box" from
+// "try later"; 1 is every failure of no kind. README's "Exit codes" table
+// is this one.
 var (
 	// NotFound: no such thing, or one the caller may not see (the two answer
 	// identically, so existence never leaks).
-	NotFound = &Kind{msg: "not found", status: 404}
+	NotFound = &Kind{msg: "not found", name: "not_found", status: 404, exit: 3}
 	// Invalid: bad input; fixing the argument may work.
-	Invalid = &Kind{msg: "invalid", status: 400}
+	Invalid = &Kind{msg: "invalid", name: "invalid", status: 400, exit: 2}
 	// Forbidden: the caller may not do it; asking an admin may help.
-	Forbidden = &Kind{msg: "forbidden", status: 403}
+	Forbidden = &Kind{msg: "forbidden", name: "forbidden", status: 403, exit: 4}
 	// Conflict: the thing is not in a state that allows it (taken name,
 	// wrong box state).
-	Conflict = &Kind{msg: "conflict", status: 409}
+	Conflict = &Kind{msg: "conflict", name: "conflict", status: 409, exit: 5}
 	// Limit: a cap or quota refused it; freeing something may help.
-	Limit = &Kind{msg: "limit reached", status: 429}
+	Limit = &Kind{msg: "limit reached", name: "limit", status: 429, exit: 6}
 	// Unavailable: a dependency failed; retrying later may work.
-	Unavailable = &Kind{msg: "unavailable", status: 503}
+	Unavailable = &Kind{msg: "unavailable", name: "unavailable", status: 503, exit: 7}
 )
 
 // byPrecedence decides an error that wraps several kinds: the most specific
@@ -75,6 +89,24 @@ func HTTPStatus(err error) int {
 		return k.status
 	}
 	return 500
+}
+
+// Exit codes of no kind: success, and a failure no kind describes.
+const (
+	ExitOK    = 0
+	ExitOther = 1
+)
+
+// ExitCode is the status a command-line front exits with for err: 0 for
+// nil, its kind's code, 1 for an error of no kind.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	if k := Of(err); k != nil {
+		return k.exit
+	}
+	return ExitOther
 }
 
 // New returns a sentinel of kind k with a message of its own: errors.Is

@@ -122,3 +122,43 @@ func TestSentinelsStayApart(t *testing.T) {
 		t.Errorf("%v: matches another sentinel of its kind", err)
 	}
 }
+
+// TestExitCode is the whole exit-code table (README's "Exit codes"): a
+// code per kind, all distinct and clear of 0 and 1, and a wrapped or
+// redacted error exits with its kind's.
+func TestExitCode(t *testing.T) {
+	var red redact.Redactor
+	want := map[*errkind.Kind]int{
+		errkind.Invalid: 2, errkind.NotFound: 3, errkind.Forbidden: 4,
+		errkind.Conflict: 5, errkind.Limit: 6, errkind.Unavailable: 7,
+	}
+	seen := map[int]*errkind.Kind{}
+	for k, code := range want {
+		if got := k.ExitCode(); got != code {
+			t.Errorf("%v.ExitCode() = %d, want %d", k, got, code)
+		}
+		if other, dup := seen[code]; dup {
+			t.Errorf("%v and %v share exit code %d", k, other, code)
+		}
+		seen[code] = k
+	}
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errors.New("disk on fire"), 1},
+		{fmt.Errorf("run: %w", context.Canceled), 1},
+		{fmt.Errorf("box %q: %w", "b", fleet.ErrNotFound), 3},
+		{red.Error(fmt.Errorf("box %q: %w", "b", vm.ErrState)), 5},
+		{fmt.Errorf("user ls: admins only: %w", keys.ErrForbidden), 4},
+		{fmt.Errorf("repo: %w: %w", fleet.ErrUnavailable, keys.ErrNotFound), 3},
+		{vm.ErrClosed, 7},
+		{vm.ErrLimit, 6},
+		{keys.ErrInvalid, 2},
+	} {
+		if got := errkind.ExitCode(tc.err); got != tc.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
