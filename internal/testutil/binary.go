@@ -19,7 +19,7 @@ var sbx struct {
 // GuestBinary builds the real static guest binary once per test process
 // (sbx built with the tag "guest": the box's init and agent, the hooks, the
 // guest side of a run and the script agent, the egress forwarder), exactly
-// as `go tool task build` makes bin/sbx-guest, and returns its path;
+// as `go tool -modfile=tools/go.mod task build` makes bin/sbx-guest, and returns its path;
 // SBX_TEST_BINARY names a prebuilt one instead.
 func GuestBinary(t testing.TB) string {
 	t.Helper()
@@ -80,7 +80,7 @@ func DataDirWithImages(t testing.TB, pkgToRoot string) string {
 		}
 	}
 	if src == "" {
-		t.Fatal("the agent image is missing: run `go tool task image` (go tool task test does)")
+		t.Fatal("the agent image is missing: run `go tool -modfile=tools/go.mod task image` (go tool -modfile=tools/go.mod task test does)")
 	}
 	data := t.TempDir()
 	for _, d := range []string{"images", "kernel"} {

@@ -29,7 +29,7 @@ func TestAgentImage(t *testing.T) {
 	project := projectDataDir(t)
 	img, err := image.Resolve(project, image.Agent)
 	if err != nil {
-		t.Skipf("agent image not built (run `go tool task image`): %v", err)
+		t.Skipf("agent image not built (run `go tool -modfile=tools/go.mod task image`): %v", err)
 	}
 	kernels := map[kernel.Kind]func() (kernel.Kernel, error){
 		kernel.KindSmall: func() (kernel.Kernel, error) { return kernel.Small(project) },
@@ -40,7 +40,7 @@ func TestAgentImage(t *testing.T) {
 			k, err := kernels[kind]()
 			if err != nil {
 				if kind == kernel.KindSmall {
-					t.Skipf("small kernel not built (run `go tool task kernel`): %v", err)
+					t.Skipf("small kernel not built (run `go tool -modfile=tools/go.mod task kernel`): %v", err)
 				}
 				t.Fatal(err)
 			}
@@ -188,7 +188,7 @@ func runReq(ctx context.Context, t *testing.T, m *vm.Manager, name string, req a
 	return out.String(), errb.String(), status
 }
 
-// projectDataDir is where `go tool task image` installs: $SBX_DATA (relative
+// projectDataDir is where `go tool -modfile=tools/go.mod task image` installs: $SBX_DATA (relative
 // to the module root), else .sbx at the module root.
 func projectDataDir(t *testing.T) string {
 	dir, err := os.Getwd()

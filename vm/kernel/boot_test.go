@@ -202,7 +202,7 @@ func TestBootStock(t *testing.T) {
 func TestBootSmall(t *testing.T) {
 	k, err := Small(projectDataDir(t))
 	if err != nil {
-		t.Skipf("small kernel not built (run `go tool task kernel`): %v", err)
+		t.Skipf("small kernel not built (run `go tool -modfile=tools/go.mod task kernel`): %v", err)
 	}
 	checkBoot(t, k, boot(t, k, buildInitramfs(t, nil)))
 }
@@ -236,7 +236,7 @@ func BenchmarkBoot(b *testing.B) {
 	}
 }
 
-// projectDataDir is where `go tool task kernel` installs: $SBX_DATA (relative
+// projectDataDir is where `go tool -modfile=tools/go.mod task kernel` installs: $SBX_DATA (relative
 // to the module root), else .sbx at the module root.
 func projectDataDir(t testing.TB) string {
 	dir, err := os.Getwd()

@@ -43,7 +43,7 @@ import (
 	"sbx.dev/sbx/vm/vmtest"
 )
 
-// The test cluster of `go tool task cluster-up` (hack/cluster/up.sh).
+// The test cluster of `go tool -modfile=tools/go.mod task cluster-up` (hack/cluster/up.sh).
 const (
 	testImage        = "sbx.local/box:dev"
 	testStorageClass = "sbx-test-hostpath"
@@ -71,7 +71,7 @@ func cluster(t testing.TB) *testCluster {
 		path = filepath.Join(clusterDir(), "kubeconfig")
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no test cluster: %s missing (run `go tool task cluster-up`)", path)
+		t.Skipf("no test cluster: %s missing (run `go tool -modfile=tools/go.mod task cluster-up`)", path)
 	}
 	admin, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {

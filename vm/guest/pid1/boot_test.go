@@ -293,12 +293,12 @@ func debugfsCat(t *testing.T, image, path string) string {
 
 func TestBootStockInitramfs(t *testing.T) { checkGuest(t, bootBox(t, stockKernel(t), "")) }
 
-// The small kernel (go tool task kernel) has everything built in: no
+// The small kernel (go tool -modfile=tools/go.mod task kernel) has everything built in: no
 // modules, no ACPI, power-off by reboot=t.
 func TestBootSmallKernel(t *testing.T) {
 	k, ok := smallKernel()
 	if !ok {
-		t.Skip("small kernel not built (go tool task kernel)")
+		t.Skip("small kernel not built (go tool -modfile=tools/go.mod task kernel)")
 	}
 	checkGuest(t, bootBox(t, k, ""))
 }
