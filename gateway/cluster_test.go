@@ -51,6 +51,7 @@ type testCluster struct {
 // clusterUp returns the test cluster, or skips saying why.
 func clusterUp(t *testing.T) testCluster {
 	t.Helper()
+	testutil.SkipShort(t, "needs the test cluster")
 	dir := os.Getenv("SBX_CLUSTER_DIR")
 	if dir == "" {
 		dir = "/tmp/sbx-cluster"

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/image"
@@ -89,6 +90,7 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 // destroys it when the test ends.
 func startAgentBox(ctx context.Context, t *testing.T, img image.Image, k kernel.Kernel) (*vm.Manager, string) {
 	t.Helper()
+	testutil.SkipShort(t, "boots the agent image in QEMU")
 	// A private data dir for the boxes, sharing the built image read-only.
 	data := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(data, "images"), 0o755); err != nil {

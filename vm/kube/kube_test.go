@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/kube/kubetest"
@@ -66,6 +67,7 @@ type testCluster struct {
 // cluster connects to the test cluster, or skips saying why.
 func cluster(t testing.TB) *testCluster {
 	t.Helper()
+	testutil.SkipShort(t, "needs the test cluster")
 	path := os.Getenv("SBX_KUBECONFIG")
 	if path == "" {
 		path = filepath.Join(clusterDir(), "kubeconfig")

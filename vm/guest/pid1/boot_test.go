@@ -126,6 +126,7 @@ func stockKernel(t testing.TB) kernel.Kernel {
 // bootBox boots a guest; rootImage, when set, is attached as sbx-root.
 func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 	t.Helper()
+	testutil.SkipShort(t, "boots a QEMU VM")
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		t.Fatalf("qemu-system-x86_64 not found (apt-get install qemu-system-x86): %v", err)
