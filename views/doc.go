@@ -8,4 +8,6 @@
 // they are current.
 package views
 
-//go:generate go tool -modfile=../tools/go.mod templ generate
+// From the repository root, as the lint runs it: the generated code names
+// each .templ by its path from where templ ran.
+//go:generate go tool -modfile=../tools/go.mod templ generate -path ..
