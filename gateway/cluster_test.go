@@ -31,10 +31,10 @@ import (
 	"sbx.dev/sbx/vm/vmtest"
 )
 
-// The test cluster of hack/cluster (go tool task cluster-up).
+// The test cluster of hack/cluster (go tool -modfile=tools/go.mod task cluster-up).
 const (
 	clusterBoxImage = "sbx.local/box:dev"
-	// clusterAgentImage is the Debian agent image (`go tool task image`)
+	// clusterAgentImage is the Debian agent image (`go tool -modfile=tools/go.mod task image`)
 	// with this checkout's sbx, as cluster-up imports it.
 	clusterAgentImage   = "sbx.local/agent:dev"
 	clusterStorageClass = "sbx-test-hostpath"
@@ -51,6 +51,7 @@ type testCluster struct {
 // clusterUp returns the test cluster, or skips saying why.
 func clusterUp(t *testing.T) testCluster {
 	t.Helper()
+	testutil.SkipShort(t, "needs the test cluster")
 	dir := os.Getenv("SBX_CLUSTER_DIR")
 	if dir == "" {
 		dir = "/tmp/sbx-cluster"
@@ -63,12 +64,12 @@ func clusterUp(t *testing.T) testCluster {
 	if dsn == "" {
 		b, err := os.ReadFile(filepath.Join(dir, "postgres.dsn"))
 		if err != nil {
-			t.Skipf("no test cluster: %v (run `go tool task cluster-up`)", err)
+			t.Skipf("no test cluster: %v (run `go tool -modfile=tools/go.mod task cluster-up`)", err)
 		}
 		dsn = strings.TrimSpace(string(b))
 	}
 	if _, err := os.Stat(kc); err != nil {
-		t.Skipf("no test cluster: %v (run `go tool task cluster-up`)", err)
+		t.Skipf("no test cluster: %v (run `go tool -modfile=tools/go.mod task cluster-up`)", err)
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
@@ -548,7 +549,7 @@ func TestClusterClaude(t *testing.T) {
 	c := clusterUp(t)
 	sock := filepath.Join(c.dir, "containerd", "containerd.sock")
 	if out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "images", "ls", "-q", "name=="+clusterAgentImage).Output(); err != nil || !strings.Contains(string(out), clusterAgentImage) {
-		t.Fatalf("the test cluster has no %s (%v): run `go tool task image` and `go tool task cluster-up` (it imports the agent image when one is built)", clusterAgentImage, err)
+		t.Fatalf("the test cluster has no %s (%v): run `go tool -modfile=tools/go.mod task image` and `go tool -modfile=tools/go.mod task cluster-up` (it imports the agent image when one is built)", clusterAgentImage, err)
 	}
 	g := newBoxGatewayWith(t, claudeScript, func(cfg *config.Config) {
 		cfg.VM.Backend = "kubernetes"

@@ -61,6 +61,7 @@ func newBoxGateway(t *testing.T, script []anthropictest.Turn) *boxGateway {
 // (another backend).
 func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*config.Config)) *boxGateway {
 	t.Helper()
+	testutil.SkipShort(t, "boots QEMU boxes behind a real gateway")
 	ctx := context.Background()
 	g := &boxGateway{t: t, logs: &testutil.SyncBuffer{}}
 	b := make([]byte, 18)

@@ -187,7 +187,7 @@ func gatewayID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// GuestBinaryName is the guest binary `go tool task build` puts next to sbx
+// GuestBinaryName is the guest binary `go tool -modfile=tools/go.mod task build` puts next to sbx
 // (sbx built with the tag "guest").
 const GuestBinaryName = "sbx-guest"
 
@@ -206,7 +206,7 @@ func (s *Server) guestBinary() string {
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 		return p
 	}
-	s.log.Warn("no guest binary next to sbx; boxes boot sbx itself (slower): run `go tool task build`", "looked_for", p)
+	s.log.Warn("no guest binary next to sbx; boxes boot sbx itself (slower): run `go tool -modfile=tools/go.mod task build`", "looked_for", p)
 	return ""
 }
 

@@ -111,7 +111,7 @@ func TestAccessMatrix(t *testing.T) {
 		m.prepare(ctx)
 		t.Run(front.name, front.run)
 	}
-	// The table goes to the test's standard output, so `go tool task test`
+	// The table goes to the test's standard output, so `go tool -modfile=tools/go.mod task test`
 	// shows it even when the test passes.
 	fmt.Print(m.table())
 }

@@ -11,7 +11,7 @@ import (
 	"sbx.dev/sbx/vm"
 )
 
-// Regression (go tool task up with the default ./.sbx): the socket of a
+// Regression (go tool -modfile=tools/go.mod task up with the default ./.sbx): the socket of a
 // box's network path must be absolute, or vm refuses the box.
 func TestEgressSocketAbsoluteWithRelativeDataDirRegression(t *testing.T) {
 	t.Chdir(t.TempDir())

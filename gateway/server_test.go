@@ -15,10 +15,12 @@ import (
 
 	"sbx.dev/sbx/gateway/config"
 	"sbx.dev/sbx/gateway/web"
+	"sbx.dev/sbx/internal/testutil"
 )
 
 func testConfig(t *testing.T, dir string) config.Config {
 	t.Helper()
+	testutil.SkipShort(t, "starts the whole gateway: a fresh data dir probes KVM with a boot (~10 s without KVM)")
 	cfg, err := config.Load(config.Sources{DataDir: dir, Flags: map[string]string{
 		"ssh.listen": "127.0.0.1:0", "http.listen": "127.0.0.1:0",
 		"admin_keys": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINF7mMSwJp8aTjkVomWE2mb9jbhmaty2vwerqOlOiMj3 admin",

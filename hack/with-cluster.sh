@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run a command with the throwaway test cluster and PostgreSQL up
-# (hack/cluster): `go tool task test` wraps `go test ./...` in it, so the
+# (hack/cluster): `go tool -modfile=tools/go.mod task test` wraps `go test ./...` in it, so the
 # Kubernetes backend's and the PostgreSQL store's tests run instead of
 # skipping. A cluster this script starts is torn down afterwards, whatever
 # the command's result; one that was already running is left running

@@ -146,16 +146,18 @@ func TestMigratesFromEveryVersion(t *testing.T) {
 			for _, c := range []struct {
 				name, driver string
 				d            dialect
-				dsn          func() string
-				open         func() *Store
+				// Both take the subtest's t: a skip or failure there must end
+				// the subtest, not its parent from another goroutine.
+				dsn  func(t *testing.T) string
+				open func(t *testing.T) *Store
 			}{
-				{"sqlite", "sqlite", sqliteDialect(), func() string { return dsn(path, false) },
-					func() *Store { return open(t, path).Store }},
-				{"postgres", "pgx", postgresDialect(), func() string { pg = pgtest.FreshDB(t); return pg },
-					func() *Store { return openPostgres(t, pg) }},
+				{"sqlite", "sqlite", sqliteDialect(), func(*testing.T) string { return dsn(path, false) },
+					func(t *testing.T) *Store { return open(t, path).Store }},
+				{"postgres", "pgx", postgresDialect(), func(t *testing.T) string { pg = pgtest.FreshDB(t); return pg },
+					func(t *testing.T) *Store { return openPostgres(t, pg) }},
 			} {
 				t.Run(c.name, func(t *testing.T) {
-					db, err := sql.Open(c.driver, c.dsn())
+					db, err := sql.Open(c.driver, c.dsn(t))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -171,7 +173,7 @@ func TestMigratesFromEveryVersion(t *testing.T) {
 						t.Fatal(err)
 					}
 					old.Close()
-					s := c.open()
+					s := c.open(t)
 					var n, max int
 					if err := s.read().queryRow(ctx, "SELECT COUNT(*), MAX(version) FROM schema_migrations").Scan(&n, &max); err != nil {
 						t.Fatal(err)

@@ -51,7 +51,7 @@ func Diagnose(ctx context.Context, dataDir string, log *slog.Logger) ([]Check, e
 	} else {
 		d := fmt.Sprintf("%s %s (%s)", k.Kind, k.Path, k.Release)
 		if k.Kind == kernel.KindStock {
-			d += fmt.Sprintf(", %d modules; `go tool task kernel` builds the faster small kernel", len(k.Modules))
+			d += fmt.Sprintf(", %d modules; `go tool -modfile=tools/go.mod task kernel` builds the faster small kernel", len(k.Modules))
 		}
 		out = append(out, Check{Name: "kernel", OK: true, Detail: d})
 	}
@@ -79,7 +79,7 @@ func Diagnose(ctx context.Context, dataDir string, log *slog.Logger) ([]Check, e
 			}
 		}
 		if err != nil {
-			out = append(out, Check{Name: tool.bin, Detail: fmt.Sprintf("not found: install %s (go tool task deps)", tool.pkg)})
+			out = append(out, Check{Name: tool.bin, Detail: fmt.Sprintf("not found: install %s (go tool -modfile=tools/go.mod task deps)", tool.pkg)})
 		} else {
 			out = append(out, Check{Name: tool.bin, OK: true, Detail: p})
 		}
@@ -98,7 +98,7 @@ func busyboxCheck() Check {
 	c := Check{Name: "busybox", Optional: true}
 	p, err := exec.LookPath("busybox")
 	if err != nil {
-		c.Detail = "not found: install busybox-static (go tool task deps); boxes will have no shell"
+		c.Detail = "not found: install busybox-static (go tool -modfile=tools/go.mod task deps); boxes will have no shell"
 		return c
 	}
 	f, err := elf.Open(p)
@@ -109,7 +109,7 @@ func busyboxCheck() Check {
 	defer f.Close()
 	for _, prog := range f.Progs {
 		if prog.Type == elf.PT_INTERP {
-			c.Detail = p + " is dynamically linked: install busybox-static (go tool task deps)"
+			c.Detail = p + " is dynamically linked: install busybox-static (go tool -modfile=tools/go.mod task deps)"
 			return c
 		}
 	}

@@ -104,7 +104,7 @@ type VM struct {
 	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches it.
 	Accel string `yaml:"accel"`
 	// Image is the root filesystem of new boxes: "agent" (the Debian image
-	// built by `go tool task image`) or "" (the tiny initramfs only).
+	// built by `go tool -modfile=tools/go.mod task image`) or "" (the tiny initramfs only).
 	Image        string `yaml:"image"`
 	MemoryMiB    int    `yaml:"memory_mib"`
 	VCPUs        int    `yaml:"vcpus"`

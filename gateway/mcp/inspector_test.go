@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sbx.dev/sbx/internal/testutil"
 )
 
 // inspectorVersion is the MCP Inspector the tests run as the external
@@ -27,6 +29,7 @@ var inspectorInstall struct {
 // npm registry reachable the test fails: it never skips.
 func inspectorBin(t testing.TB) string {
 	t.Helper()
+	testutil.SkipShort(t, "installs (npm, once) and runs the MCP Inspector under Node.js")
 	inspectorInstall.once.Do(func() {
 		cache := os.Getenv("SBX_CACHE")
 		if cache == "" {

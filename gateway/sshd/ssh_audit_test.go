@@ -52,7 +52,7 @@ func sshAudit(t *testing.T, addr string) auditReport {
 	t.Helper()
 	bin, err := exec.LookPath("ssh-audit")
 	if err != nil {
-		t.Fatal("ssh-audit is not installed: run `go tool task deps` (it installs the Debian package ssh-audit)")
+		t.Fatal("ssh-audit is not installed: run `go tool -modfile=tools/go.mod task deps-test` (it installs the Debian package ssh-audit)")
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -288,7 +288,7 @@ func openSSHKey(t *testing.T, f *fixture) string {
 // who adds aes128-ctr for an old client still gets only ETM MACs with it.
 func TestRegressionSSHWeakAlgorithmsRefused(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Fatal("the OpenSSH client is not installed: run `go tool task deps`")
+		t.Fatal("the OpenSSH client is not installed: run `go tool -modfile=tools/go.mod task deps-test`")
 	}
 	modern := startWith(t, 20, nil)
 	withCTR := startWith(t, 20, func(s *Server) { s.Ciphers = append(sshalgo.Default(sshalgo.Cipher), gossh.CipherAES128CTR) })

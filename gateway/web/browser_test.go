@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/keys"
 )
 
@@ -76,9 +77,10 @@ type chrome struct {
 
 func chromium(t *testing.T) *chrome {
 	t.Helper()
+	testutil.SkipShort(t, "drives Chromium")
 	path, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Fatal("chromium is missing: apt-get install chromium chromium-driver (go tool task deps installs them)")
+		t.Fatal("chromium is missing: apt-get install chromium chromium-driver (go tool -modfile=tools/go.mod task deps-test installs them)")
 	}
 	opts := append([]chromedp.ExecAllocatorOption{chromedp.ExecPath(path)}, chromeFlags...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)

@@ -142,7 +142,7 @@ if ! cmp -s "$IMG/sbx.next" "$IMG/sbx" || [ ! -f "$IMG/box.tar" ]; then
 	sbx_changed=1
 fi
 rm -f "$IMG/sbx.next"
-# The agent image (Debian, Node.js, Claude Code: `go tool task image`) with
+# The agent image (Debian, Node.js, Claude Code: `go tool -modfile=tools/go.mod task image`) with
 # this checkout's sbx, when one is built: what the claude agent runs in on a
 # cluster. Its root layer is cached by recipe key (vm/build/image.sh oci).
 agent_data=${SBX_DATA:-$repo/.sbx}
@@ -155,7 +155,7 @@ if SBX_DATA="$agent_data" "$repo/vm/build/image.sh" uptodate; then
 	fi
 else
 	rm -f "$IMG/agent.tar" "$IMG/agent.key"
-	log "no agent image built (go tool task image): the claude agent cannot run on this cluster"
+	log "no agent image built (go tool -modfile=tools/go.mod task image): the claude agent cannot run on this cluster"
 fi
 if [ ! -f "$IMG/pause.tar" ]; then
 	log "pause image"

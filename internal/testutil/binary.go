@@ -19,7 +19,7 @@ var sbx struct {
 // GuestBinary builds the real static guest binary once per test process
 // (sbx built with the tag "guest": the box's init and agent, the hooks, the
 // guest side of a run and the script agent, the egress forwarder), exactly
-// as `go tool task build` makes bin/sbx-guest, and returns its path;
+// as `go tool -modfile=tools/go.mod task build` makes bin/sbx-guest, and returns its path;
 // SBX_TEST_BINARY names a prebuilt one instead.
 func GuestBinary(t testing.TB) string {
 	t.Helper()
@@ -66,9 +66,10 @@ echo "hits:$hits"`
 
 // DataDirWithImages makes a data dir that borrows the checkout's built
 // kernel and agent image (from SBX_DATA or ../.sbx relative to the test's
-// package), as `go tool task kernel` and `go tool task image` install them.
+// package), as `go tool -modfile=tools/go.mod task kernel` and `go tool -modfile=tools/go.mod task image` install them.
 func DataDirWithImages(t testing.TB, pkgToRoot string) string {
 	t.Helper()
+	SkipShort(t, "boots QEMU boxes from the agent image")
 	src := ""
 	for _, d := range []string{os.Getenv("SBX_DATA"), filepath.Join(pkgToRoot, ".sbx")} {
 		if d == "" {
@@ -80,7 +81,7 @@ func DataDirWithImages(t testing.TB, pkgToRoot string) string {
 		}
 	}
 	if src == "" {
-		t.Fatal("the agent image is missing: run `go tool task image` (go tool task test does)")
+		t.Fatal("the agent image is missing: run `go tool -modfile=tools/go.mod task image` (go tool -modfile=tools/go.mod task test does)")
 	}
 	data := t.TempDir()
 	for _, d := range []string{"images", "kernel"} {

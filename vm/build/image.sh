@@ -138,7 +138,7 @@ build() {
 # or import it with `ctr images import`.
 oci() {
 	local out=${1:?usage: image.sh oci OUT NAME SBX} name=${2:?usage: image.sh oci OUT NAME SBX} bin=${3:?usage: image.sh oci OUT NAME SBX}
-	uptodate || die "no agent image matching the recipe in $install_dir: run \`go tool task image\` first"
+	uptodate || die "no agent image matching the recipe in $install_dir: run \`go tool -modfile=tools/go.mod task image\` first"
 	command -v debugfs >/dev/null || die "debugfs missing: apt-get install e2fsprogs"
 	local k; k=$(key)
 	local root=$cache/agent-$k.oci-root

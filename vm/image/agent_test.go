@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/image"
@@ -29,7 +30,7 @@ func TestAgentImage(t *testing.T) {
 	project := projectDataDir(t)
 	img, err := image.Resolve(project, image.Agent)
 	if err != nil {
-		t.Skipf("agent image not built (run `go tool task image`): %v", err)
+		t.Skipf("agent image not built (run `go tool -modfile=tools/go.mod task image`): %v", err)
 	}
 	kernels := map[kernel.Kind]func() (kernel.Kernel, error){
 		kernel.KindSmall: func() (kernel.Kernel, error) { return kernel.Small(project) },
@@ -40,7 +41,7 @@ func TestAgentImage(t *testing.T) {
 			k, err := kernels[kind]()
 			if err != nil {
 				if kind == kernel.KindSmall {
-					t.Skipf("small kernel not built (run `go tool task kernel`): %v", err)
+					t.Skipf("small kernel not built (run `go tool -modfile=tools/go.mod task kernel`): %v", err)
 				}
 				t.Fatal(err)
 			}
@@ -89,6 +90,7 @@ func bootAgentImage(t *testing.T, img image.Image, k kernel.Kernel) {
 // destroys it when the test ends.
 func startAgentBox(ctx context.Context, t *testing.T, img image.Image, k kernel.Kernel) (*vm.Manager, string) {
 	t.Helper()
+	testutil.SkipShort(t, "boots the agent image in QEMU")
 	// A private data dir for the boxes, sharing the built image read-only.
 	data := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(data, "images"), 0o755); err != nil {
@@ -188,7 +190,7 @@ func runReq(ctx context.Context, t *testing.T, m *vm.Manager, name string, req a
 	return out.String(), errb.String(), status
 }
 
-// projectDataDir is where `go tool task image` installs: $SBX_DATA (relative
+// projectDataDir is where `go tool -modfile=tools/go.mod task image` installs: $SBX_DATA (relative
 // to the module root), else .sbx at the module root.
 func projectDataDir(t *testing.T) string {
 	dir, err := os.Getwd()

@@ -45,11 +45,11 @@ func TestAgentUserBattery(t *testing.T) {
 	project := projectDataDir(t)
 	img, err := image.Resolve(project, image.Agent)
 	if err != nil {
-		t.Skipf("agent image not built (run `go tool task image`): %v", err)
+		t.Skipf("agent image not built (run `go tool -modfile=tools/go.mod task image`): %v", err)
 	}
 	k, err := kernel.Small(project)
 	if err != nil {
-		t.Skipf("small kernel not built (run `go tool task kernel`): %v", err)
+		t.Skipf("small kernel not built (run `go tool -modfile=tools/go.mod task kernel`): %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

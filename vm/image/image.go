@@ -1,5 +1,5 @@
 // Package image finds the root filesystem images boxes boot, such as the
-// Debian agent image built by `go tool task image`.
+// Debian agent image built by `go tool -modfile=tools/go.mod task image`.
 package image
 
 import (
@@ -51,7 +51,7 @@ func Resolve(dataDir, name string) (Image, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if name == Agent {
-				return Image{}, fmt.Errorf("image %q not built (%s missing): run `go tool task image`", name, path)
+				return Image{}, fmt.Errorf("image %q not built (%s missing): run `go tool -modfile=tools/go.mod task image`", name, path)
 			}
 			return Image{}, fmt.Errorf("image %q not found: %s missing", name, path)
 		}
@@ -60,7 +60,7 @@ func Resolve(dataDir, name string) (Image, error) {
 	if err := checkExt4(path); err != nil {
 		hint := ""
 		if name == Agent {
-			hint = " (rebuild with `go tool task image`)"
+			hint = " (rebuild with `go tool -modfile=tools/go.mod task image`)"
 		}
 		return Image{}, fmt.Errorf("image %q at %s is unusable%s: %w", name, path, hint, err)
 	}

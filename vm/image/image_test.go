@@ -42,7 +42,7 @@ func TestResolveErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(data, "images", "short.ext4"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(data, "secret.ext4"), make([]byte, 4096), 0o644)
 	for _, tc := range []struct{ name, want string }{
-		{Agent, "run `go tool task image`"},
+		{Agent, "run `go tool -modfile=tools/go.mod task image`"},
 		{"tiny", `image "tiny" not found`},
 		{"junk", "no ext4 superblock"},
 		{"short", "read ext4 superblock"},

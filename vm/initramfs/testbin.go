@@ -20,6 +20,11 @@ var testBinary struct {
 // once per test process and returns its path: the /init of test boxes.
 func BuildTestBinary(tb testing.TB) string {
 	tb.Helper()
+	// testutil.SkipShort's check, inline: this file ships in the package,
+	// which must not link the test helpers.
+	if testing.Short() {
+		tb.Skip("-short: links the whole static sbx (~40 s) for a QEMU box's /init")
+	}
 	testBinary.once.Do(func() {
 		// One shared directory (no leak per run); each process builds its own
 		// file and renames it into place, so concurrent runs never see half a binary.

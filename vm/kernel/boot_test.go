@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sbx.dev/sbx/internal/testutil"
 )
 
 // The guest prints these on its console; the boot tests look for them.
@@ -135,6 +137,7 @@ func hostKHz() int {
 // boot runs one guest to completion and returns its console output.
 func boot(t testing.TB, k Kernel, initrd string) bootResult {
 	t.Helper()
+	testutil.SkipShort(t, "boots a QEMU VM")
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		t.Fatalf("qemu-system-x86_64 not found (apt-get install qemu-system-x86): %v", err)
@@ -192,6 +195,7 @@ func checkBoot(t *testing.T, k Kernel, res bootResult) {
 }
 
 func TestBootStock(t *testing.T) {
+	testutil.SkipShort(t, "boots the stock kernel in QEMU") // before Stock copies it out
 	k, err := Stock(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +206,7 @@ func TestBootStock(t *testing.T) {
 func TestBootSmall(t *testing.T) {
 	k, err := Small(projectDataDir(t))
 	if err != nil {
-		t.Skipf("small kernel not built (run `go tool task kernel`): %v", err)
+		t.Skipf("small kernel not built (run `go tool -modfile=tools/go.mod task kernel`): %v", err)
 	}
 	checkBoot(t, k, boot(t, k, buildInitramfs(t, nil)))
 }
@@ -236,7 +240,7 @@ func BenchmarkBoot(b *testing.B) {
 	}
 }
 
-// projectDataDir is where `go tool task kernel` installs: $SBX_DATA (relative
+// projectDataDir is where `go tool -modfile=tools/go.mod task kernel` installs: $SBX_DATA (relative
 // to the module root), else .sbx at the module root.
 func projectDataDir(t testing.TB) string {
 	dir, err := os.Getwd()

@@ -1,5 +1,5 @@
 // Package kernel finds the guest kernel a box boots: the small one built by
-// `go tool task kernel` when it exists, else the host's stock Debian kernel,
+// `go tool -modfile=tools/go.mod task kernel` when it exists, else the host's stock Debian kernel,
 // whose compressed vmlinuz is unpacked to the uncompressed vmlinux that QEMU's
 // microvm machine boots directly (PVH entry).
 package kernel
@@ -54,19 +54,19 @@ func Resolve(dataDir string) (Kernel, error) {
 	return k, nil
 }
 
-// Small returns the small kernel installed by `go tool task kernel` under
+// Small returns the small kernel installed by `go tool -modfile=tools/go.mod task kernel` under
 // <dataDir>/kernel/small/.
 func Small(dataDir string) (Kernel, error) {
 	dir := filepath.Join(dataDir, "kernel", "small")
 	path := filepath.Join(dir, "vmlinux")
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return Kernel{}, fmt.Errorf("small guest kernel %s not built: run `go tool task kernel`", path)
+			return Kernel{}, fmt.Errorf("small guest kernel %s not built: run `go tool -modfile=tools/go.mod task kernel`", path)
 		}
 		return Kernel{}, fmt.Errorf("small guest kernel: %w", err)
 	}
 	if err := checkELF(path); err != nil {
-		return Kernel{}, fmt.Errorf("small guest kernel %s is unusable (rebuild with `go tool task kernel`): %w", path, err)
+		return Kernel{}, fmt.Errorf("small guest kernel %s is unusable (rebuild with `go tool -modfile=tools/go.mod task kernel`): %w", path, err)
 	}
 	rel, _ := os.ReadFile(filepath.Join(dir, "release"))
 	return Kernel{Kind: KindSmall, Path: path, Release: strings.TrimSpace(string(rel))}, nil

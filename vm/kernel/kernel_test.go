@@ -153,8 +153,8 @@ func fakeBoot(t *testing.T, release string) string {
 
 func TestSmallMissingNamesTask(t *testing.T) {
 	_, err := Small(t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), "go tool task kernel") {
-		t.Fatalf("Small() error = %v, want one naming `go tool task kernel`", err)
+	if err == nil || !strings.Contains(err.Error(), "go tool -modfile=tools/go.mod task kernel") {
+		t.Fatalf("Small() error = %v, want one naming `go tool -modfile=tools/go.mod task kernel`", err)
 	}
 }
 
@@ -163,7 +163,7 @@ func TestSmallRejectsGarbage(t *testing.T) {
 	dir := filepath.Join(data, "kernel", "small")
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "vmlinux"), []byte("not a kernel"), 0o644)
-	if _, err := Small(data); err == nil || !strings.Contains(err.Error(), "go tool task kernel") {
+	if _, err := Small(data); err == nil || !strings.Contains(err.Error(), "go tool -modfile=tools/go.mod task kernel") {
 		t.Fatalf("Small() error = %v, want unusable naming the task", err)
 	}
 	// Resolve falls back to the stock kernel rather than booting garbage.

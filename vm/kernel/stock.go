@@ -74,7 +74,7 @@ func (h Host) newest() (path, release string, err error) {
 		}
 	}
 	if len(releases) == 0 {
-		return "", "", fmt.Errorf("no stock kernel: no %s/vmlinuz-* with %s/<release>/modules.dep; install the Debian package %s (`go tool task deps`)",
+		return "", "", fmt.Errorf("no stock kernel: no %s/vmlinuz-* with %s/<release>/modules.dep; install the Debian package %s (`go tool -modfile=tools/go.mod task deps`)",
 			h.boot(), h.modules(), stockPackage)
 	}
 	slices.SortFunc(releases, compareRelease)

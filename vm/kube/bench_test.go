@@ -50,7 +50,7 @@ func benchManagers(b *testing.B) (kubeM, qemuM *vm.Manager) {
 // run, on the QEMU backend of this machine (workspace disk made, microVM
 // booted with the small kernel, `true` run): the two alternate box by box,
 // so load changes hit both alike. Reported as the median (and min/max) of
-// b.N boxes each; run with -benchtime 10x (`go tool task bench-kube`).
+// b.N boxes each; run with -benchtime 10x (`go tool -modfile=tools/go.mod task bench-kube`).
 func BenchmarkCreateToExec(b *testing.B) {
 	ctx := context.Background()
 	kubeM, qemuM := benchManagers(b)

@@ -37,13 +37,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"sbx.dev/sbx/internal/testutil"
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
 	"sbx.dev/sbx/vm/kube/kubetest"
 	"sbx.dev/sbx/vm/vmtest"
 )
 
-// The test cluster of `go tool task cluster-up` (hack/cluster/up.sh).
+// The test cluster of `go tool -modfile=tools/go.mod task cluster-up` (hack/cluster/up.sh).
 const (
 	testImage        = "sbx.local/box:dev"
 	testStorageClass = "sbx-test-hostpath"
@@ -66,12 +67,13 @@ type testCluster struct {
 // cluster connects to the test cluster, or skips saying why.
 func cluster(t testing.TB) *testCluster {
 	t.Helper()
+	testutil.SkipShort(t, "needs the test cluster")
 	path := os.Getenv("SBX_KUBECONFIG")
 	if path == "" {
 		path = filepath.Join(clusterDir(), "kubeconfig")
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no test cluster: %s missing (run `go tool task cluster-up`)", path)
+		t.Skipf("no test cluster: %s missing (run `go tool -modfile=tools/go.mod task cluster-up`)", path)
 	}
 	admin, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {

@@ -114,7 +114,7 @@ func startBox(ctx context.Context, b *testing.B, m *vm.Manager, name string) tim
 	return time.Since(t0)
 }
 
-// BenchmarkVM measures the figures of `go tool task bench-vm` and prints
+// BenchmarkVM measures the figures of `go tool -modfile=tools/go.mod task bench-vm` and prints
 // them as one table. Run with -benchtime 20x.
 func BenchmarkVM(b *testing.B) {
 	s := newBench(b)

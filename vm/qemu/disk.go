@@ -15,7 +15,7 @@ func makeWorkspace(ctx context.Context, path string, sizeMiB int) error {
 		if _, serr := os.Stat("/sbin/mkfs.ext4"); serr == nil {
 			mkfs = "/sbin/mkfs.ext4"
 		} else {
-			return fmt.Errorf("mkfs.ext4 not found: install e2fsprogs (go tool task deps)")
+			return fmt.Errorf("mkfs.ext4 not found: install e2fsprogs (go tool -modfile=tools/go.mod task deps)")
 		}
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -44,7 +44,7 @@ func makeWorkspace(ctx context.Context, path string, sizeMiB int) error {
 func makeOverlay(ctx context.Context, path, base string) error {
 	img, err := exec.LookPath("qemu-img")
 	if err != nil {
-		return fmt.Errorf("qemu-img not found: install qemu-utils (go tool task deps)")
+		return fmt.Errorf("qemu-img not found: install qemu-utils (go tool -modfile=tools/go.mod task deps)")
 	}
 	out, err := exec.CommandContext(ctx, img, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", base, path).CombinedOutput()
 	if err != nil {

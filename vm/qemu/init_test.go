@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"sbx.dev/sbx/internal/testutil"
 )
 
 var guestInit struct {
@@ -19,6 +21,7 @@ var guestInit struct {
 // process into its own directory.
 func testInit(tb testing.TB) string {
 	tb.Helper()
+	testutil.SkipShort(tb, "boots a QEMU VM")
 	guestInit.once.Do(func() {
 		dir, err := os.MkdirTemp("", "sbx-vm-init-")
 		if err != nil {

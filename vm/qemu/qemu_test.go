@@ -15,7 +15,7 @@ import (
 	"sbx.dev/sbx/vm/vmtest"
 )
 
-// smallKernel finds a small kernel built by `go tool task kernel`: in
+// smallKernel finds a small kernel built by `go tool -modfile=tools/go.mod task kernel`: in
 // $SBX_DATA, the repository's .sbx, or the build cache.
 func smallKernel() (kernel.Kernel, bool) {
 	dirs := []string{os.Getenv("SBX_DATA"), "../../.sbx"}
@@ -116,7 +116,7 @@ func TestConformanceStock(t *testing.T) {
 func TestConformanceSmall(t *testing.T) {
 	k, ok := smallKernel()
 	if !ok {
-		t.Skip("no small kernel built (go tool task kernel); the stock kernel suite covers the backend")
+		t.Skip("no small kernel built (go tool -modfile=tools/go.mod task kernel); the stock kernel suite covers the backend")
 	}
 	conformance(t, k)
 }

@@ -119,7 +119,7 @@ func TestRecover(t *testing.T) {
 	}
 }
 
-// agentImage finds the Debian agent image built by `go tool task image`.
+// agentImage finds the Debian agent image built by `go tool -modfile=tools/go.mod task image`.
 func agentImage() (string, bool) {
 	for _, d := range []string{os.Getenv("SBX_DATA"), "../../.sbx"} {
 		if d == "" {
@@ -138,7 +138,7 @@ func agentImage() (string, bool) {
 func TestAgentImage(t *testing.T) {
 	imgPath, ok := agentImage()
 	if !ok {
-		t.Skip("agent image not built (go tool task image)")
+		t.Skip("agent image not built (go tool -modfile=tools/go.mod task image)")
 	}
 	before, err := os.Stat(imgPath)
 	if err != nil {
@@ -229,7 +229,7 @@ func TestNewWithoutQEMU(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	k := kernel.Kernel{Kind: kernel.KindSmall, Path: "/nonexistent"}
 	_, err := New(context.Background(), Config{DataDir: t.TempDir(), Kernel: &k, Initramfs: "/nonexistent"})
-	if err == nil || !strings.Contains(err.Error(), "install qemu-system-x86 (go tool task deps)") {
+	if err == nil || !strings.Contains(err.Error(), "install qemu-system-x86 (go tool -modfile=tools/go.mod task deps)") {
 		t.Fatalf("New without QEMU: %v", err)
 	}
 }

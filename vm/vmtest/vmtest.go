@@ -61,6 +61,7 @@ const bootTimeout = 3 * time.Minute
 
 // Run runs the suite.
 func Run(t *testing.T, s Setup) {
+	testutil.SkipShort(t, "the vm.Backend conformance suite boots real machines")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	spec := s.Spec

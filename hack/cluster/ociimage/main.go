@@ -1,7 +1,7 @@
 // Command ociimage packs directories into an OCI image archive (one layer
 // per directory, in order) that `ctr images import` and `skopeo copy
 // oci-archive:` accept: the test cluster has no registry and no Docker
-// engine, so its images are built from local files, and `go tool task
+// engine, so its images are built from local files, and `go tool -modfile=tools/go.mod task
 // image-oci` packs the agent image for a cluster's registry the same way.
 // Layers are deterministic (sorted entries, zero times, root owner) and
 // uncompressed, so an unchanged directory makes the same layer digest and a

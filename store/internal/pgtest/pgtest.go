@@ -12,9 +12,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"sbx.dev/sbx/internal/testutil"
 )
 
-// AdminDSN is the throwaway PostgreSQL of `go tool task cluster-up`
+// AdminDSN is the throwaway PostgreSQL of `go tool -modfile=tools/go.mod task cluster-up`
 // (SBX_POSTGRES_DSN overrides) and where it came from; "" when there is none.
 func AdminDSN() (string, string) {
 	if d := os.Getenv("SBX_POSTGRES_DSN"); d != "" {
@@ -36,9 +38,10 @@ func AdminDSN() (string, string) {
 // is dropped when the test ends. Skips (saying why) with no PostgreSQL.
 func FreshDB(t testing.TB) string {
 	t.Helper()
+	testutil.SkipShort(t, "needs the test cluster's PostgreSQL")
 	dsn, from := AdminDSN()
 	if dsn == "" {
-		t.Skipf("no test PostgreSQL: %s missing (run `go tool task cluster-up`)", from)
+		t.Skipf("no test PostgreSQL: %s missing (run `go tool -modfile=tools/go.mod task cluster-up`)", from)
 	}
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, dsn)

@@ -126,6 +126,7 @@ func stockKernel(t testing.TB) kernel.Kernel {
 // bootBox boots a guest; rootImage, when set, is attached as sbx-root.
 func bootBox(t testing.TB, k kernel.Kernel, rootImage string) *box {
 	t.Helper()
+	testutil.SkipShort(t, "boots a QEMU VM")
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		t.Fatalf("qemu-system-x86_64 not found (apt-get install qemu-system-x86): %v", err)
@@ -293,12 +294,12 @@ func debugfsCat(t *testing.T, image, path string) string {
 
 func TestBootStockInitramfs(t *testing.T) { checkGuest(t, bootBox(t, stockKernel(t), "")) }
 
-// The small kernel (go tool task kernel) has everything built in: no
+// The small kernel (go tool -modfile=tools/go.mod task kernel) has everything built in: no
 // modules, no ACPI, power-off by reboot=t.
 func TestBootSmallKernel(t *testing.T) {
 	k, ok := smallKernel()
 	if !ok {
-		t.Skip("small kernel not built (go tool task kernel)")
+		t.Skip("small kernel not built (go tool -modfile=tools/go.mod task kernel)")
 	}
 	checkGuest(t, bootBox(t, k, ""))
 }

@@ -24,7 +24,7 @@ import (
 const QEMUBinary = "qemu-system-x86_64"
 
 // ErrNoQEMU names the fix when QEMU is missing.
-var ErrNoQEMU = errors.New("qemu-system-x86_64 not found: install qemu-system-x86 (go tool task deps)")
+var ErrNoQEMU = errors.New("qemu-system-x86_64 not found: install qemu-system-x86 (go tool -modfile=tools/go.mod task deps)")
 
 // FindQEMU returns the path of qemu-system-x86_64.
 func FindQEMU() (string, error) {
