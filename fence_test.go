@@ -16,11 +16,12 @@ const module = "sbx.dev/sbx"
 // build -tags guest), PID 1 of every box; a new guest package goes there.
 var guestFolders = []string{"vm/guest", "hooks"}
 
-// sharedPackages are the two packages both ends link: the agent protocol
-// (its host client and its wire) and the egress forwarder, which QEMU runs
-// from the guest binary on the host and whose pipe the pod agent uses.
-// Only these packages, not their subfolders.
-var sharedPackages = []string{"vm/agent", "vm/fwd"}
+// sharedPackages are the packages both ends link: the agent protocol (its
+// host client and its wire), the egress forwarder, which QEMU runs from the
+// guest binary on the host and whose pipe the pod agent uses, and the
+// build's version, which both binaries answer `sbx version` with. Only
+// these packages, not their subfolders.
+var sharedPackages = []string{"vm/agent", "vm/fwd", "internal/buildinfo"}
 
 // guestAllowed reports whether the module's package pkg may be linked into
 // the guest binary. Anything else of the module is the host's (the gateway,
@@ -71,6 +72,8 @@ func TestGuestAllowed(t *testing.T) {
 		module + "/hooks":              true,
 		module + "/vm/agent":           true,
 		module + "/vm/fwd":             true,
+		module + "/internal/buildinfo": true,
+		module + "/internal/testutil":  false,
 		"github.com/hashicorp/yamux":   true,
 		module + "/vm":                 false,
 		module + "/vm/image":           false,
