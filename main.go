@@ -53,9 +53,12 @@ func newRoot() *cobra.Command {
 		Short:         "Run coding agents in throwaway microVMs, driven over SSH, web and MCP",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       buildinfo.Get().String(),
+		// cobra's own --version line ("sbx version …"), which `sbx version`
+		// prints too. No SetVersionTemplate: a template makes text/template's
+		// reflection reachable, and the linker then keeps every exported
+		// method of every package (+20 MB, too big for a box's initramfs).
+		Version: buildinfo.Get().String(),
 	}
-	root.SetVersionTemplate("sbx {{.Version}}\n")
 	root.AddCommand(gatewayCommands()...)
 	root.AddCommand(
 		buildinfo.NewCommand(),

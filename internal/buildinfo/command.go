@@ -22,7 +22,7 @@ func NewCommand() *cobra.Command {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				return enc.Encode(info)
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sbx %s\n", info)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sbx version %s\n", info)
 			return err
 		},
 	}

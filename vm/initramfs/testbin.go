@@ -9,6 +9,12 @@ import (
 	"testing"
 )
 
+// maxTestBinary bounds the static sbx a test box boots as /init: it is
+// unpacked into the box's RAM, and a binary that outgrows this is the
+// linker keeping dead code (a text/template or MethodByName made
+// reachable), which broke the stock-kernel boots at 256 MiB.
+const maxTestBinary = 60 << 20
+
 var testBinary struct {
 	once sync.Once
 	path string
@@ -37,6 +43,11 @@ func BuildTestBinary(tb testing.TB) string {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if testBinary.out, testBinary.err = cmd.CombinedOutput(); testBinary.err != nil {
 			os.Remove(tmp)
+			return
+		}
+		if fi, err := os.Stat(tmp); err == nil && fi.Size() > maxTestBinary {
+			os.Remove(tmp)
+			testBinary.err = fmt.Errorf("the static sbx is %d MiB, over %d MiB: the linker kept dead code (a text/template Execute or reflect MethodByName reachable, e.g. cobra's SetVersionTemplate)", fi.Size()>>20, maxTestBinary>>20)
 			return
 		}
 		testBinary.path = filepath.Join(dir, "sbx")
