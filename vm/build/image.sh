@@ -6,6 +6,7 @@
 #   vm/build/image.sh build      build into the cache (if absent) and install
 #   vm/build/image.sh key        print the recipe hash
 #   vm/build/image.sh uptodate   exit 0 when the installed image matches the recipe
+#   vm/build/image.sh packages   print the Debian packages a build needs
 #
 # Cache: ${SBX_CACHE:-$HOME/.cache/sbx}/images/agent-<recipe hash>.ext4
 # Install: ${SBX_DATA:-./.sbx}/images/agent.ext4 (+ agent.key)
@@ -84,7 +85,7 @@ install_deps() {
 	[ ${#missing[@]} -eq 0 ] && return
 	log "installing ${missing[*]}"
 	$sudo apt-get update -q
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}"
 }
 
 # mirrors prints the host's apt sources for the suite: only the mirror the
@@ -112,6 +113,7 @@ build() {
 		trap 'rm -rf "$root" "$out.tmp"' EXIT
 		rm -rf "$root" "$out.tmp"
 		local -a mirror_args; mapfile -t mirror_args < <(mirrors)
+		log "building the agent image once for this recipe (~3 min: Debian packages, then Claude Code from npm; cached in $cache)"
 		log "mmdebstrap $suite (${packages[*]}) + $claude_code into $root"
 		rootfs "$root" "${mirror_args[@]}"
 		pack "$root" "$out.tmp"
@@ -163,6 +165,7 @@ case ${1:-build} in
 build) build ;;
 key) key ;;
 uptodate) uptodate ;;
+packages) echo "${host_deps[*]}" ;;
 oci) shift; oci "$@" ;;
-*) die "usage: $0 build|key|uptodate|oci OUT NAME SBX" ;;
+*) die "usage: $0 build|key|uptodate|packages|oci OUT NAME SBX" ;;
 esac

@@ -7,6 +7,9 @@
 #   vm/build/kernel.sh key        print the cache key (fragment + source version)
 #   vm/build/kernel.sh uptodate   exit 0 when the installed kernel matches the key
 #   vm/build/kernel.sh verify C   check that every kernel.config line survived into .config C
+#   vm/build/kernel.sh packages   print the Debian packages a build needs
+#   vm/build/kernel.sh background start `build` detached (niced, logged) unless
+#                                 the kernel is installed or a build runs
 #
 # Cache: ${SBX_CACHE:-$HOME/.cache/sbx}/kernel/<key>/{vmlinux,release}
 # Install: ${SBX_DATA:-./.sbx}/kernel/small/{vmlinux,release,config,key}
@@ -49,7 +52,7 @@ install_deps() {
 	[ ${#missing[@]} -eq 0 ] && return
 	log "installing ${missing[*]}"
 	$sudo apt-get update -q
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}"
 }
 
 # verify_config fails naming every fragment line the final .config dropped
@@ -72,7 +75,17 @@ verify_config() {
 	[ $bad = 0 ] || die "kernel.config options did not survive the merge (see above); fix vm/build/kernel.config"
 }
 
+# lock takes the build lock (fd 9): two builds of one cache never interleave.
+lock() {
+	mkdir -p "$cache"
+	exec 9>"$cache/.build.lock"
+	flock -n 9 && return
+	log "another kernel build is running (lock $cache/.build.lock); waiting for it"
+	flock 9
+}
+
 build() {
+	lock
 	install_deps
 	local k; k=$(key) || die "$pkg is not installed"
 	local out=$cache/$k
@@ -119,10 +132,31 @@ build() {
 	log "installed $install_dir/vmlinux ($(cat "$install_dir/release"))"
 }
 
+# background starts a detached, niced build whose output goes to
+# $data/kernel-build.log: the gateway runs meanwhile, its boxes boot the stock
+# kernel and switch to the small one once it is installed.
+background() {
+	if uptodate; then
+		log "small kernel installed: $install_dir/vmlinux ($(cat "$install_dir/release"))"
+		return
+	fi
+	mkdir -p "$cache" "$data"
+	if ! flock -n "$cache/.build.lock" true 2>/dev/null; then
+		log "a small kernel build is already running (see $data/kernel-build.log)"
+		return
+	fi
+	local logf; logf=$(cd "$data" && pwd)/kernel-build.log
+	log "building the small guest kernel in the background (~10 min once on 2 cores, niced; log: $logf)"
+	log "until it is installed boxes boot the stock Debian kernel; new boxes switch to the small one by themselves"
+	setsid nohup "$here/kernel.sh" build >"$logf" 2>&1 </dev/null &
+}
+
 case ${1:-build} in
 build) build ;;
+background) background ;;
+packages) echo "${build_deps[*]}" ;;
 key) key ;;
 uptodate) uptodate ;;
 verify) verify_config "${2:?usage: $0 verify CONFIG}" ;;
-*) die "usage: $0 build|key|uptodate|verify CONFIG" ;;
+*) die "usage: $0 build|background|key|uptodate|packages|verify CONFIG" ;;
 esac

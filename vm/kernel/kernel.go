@@ -94,3 +94,16 @@ func checkELF(path string) error {
 var elfMagic = []byte("\x7fELF")
 
 func isELF(b []byte) bool { return bytes.HasPrefix(b, elfMagic) }
+
+// SmallInstalled reports whether `task kernel` has finished installing the
+// small kernel under <dataDir>/kernel/small/: its key file is written last,
+// after vmlinux, release and config, so a half-done install reads false.
+func SmallInstalled(dataDir string) bool {
+	dir := filepath.Join(dataDir, "kernel", "small")
+	for _, f := range []string{"key", "vmlinux", "release", "config"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			return false
+		}
+	}
+	return true
+}

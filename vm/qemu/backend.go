@@ -66,20 +66,26 @@ type Config struct {
 type Backend struct {
 	dataDir   string
 	qemu      string
-	kernel    kernel.Kernel
-	initramfs string
-	// imageInitramfs is the initramfs of boxes with an image root: no
-	// busybox (the image has a shell). Equal to initramfs when none was
-	// built here.
-	imageInitramfs string
-	forwarder      string
-	accel          host.Verdict
-	hostKHz        int
-	freePages      bool
-	ramDir         string     // "" = guest RAM in the box directories
-	ramMu          sync.Mutex // creating and removing files in ramDir, and ramDir itself
-	debug          bool
-	log            *slog.Logger
+	init      string // the static sbx for /init when initramfs is built here
+	forwarder string
+	accel     host.Verdict
+	hostKHz   int
+
+	// bootMu guards boot, the kernel new boots use: it moves from the
+	// stock kernel to the small one when that is installed while the
+	// gateway runs (`task up` builds it in the background).
+	bootMu sync.Mutex
+	boot   bootKernel
+	// upgrade is set when the backend chose the kernel itself (Config
+	// names neither a kernel nor an initramfs) and boots the stock one.
+	upgrade    bool
+	saidStock  bool
+	saidBroken bool
+
+	ramDir string     // "" = guest RAM in the box directories
+	ramMu  sync.Mutex // creating and removing files in ramDir, and ramDir itself
+	debug  bool
+	log    *slog.Logger
 
 	mu    sync.Mutex
 	boxes map[string]*box
@@ -127,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	} else if k, err = kernel.Resolve(dataDir); err != nil {
 		return nil, err
 	}
+	upgrade := cfg.Kernel == nil && cfg.Initramfs == "" && k.Kind == kernel.KindStock
 	fwdProg := cfg.Forwarder
 	if fwdProg == "" {
 		fwdProg = cfg.Init
@@ -152,8 +159,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		log = slog.Default()
 	}
 	b := &Backend{
-		dataDir: dataDir, qemu: qemuBin, kernel: k, initramfs: cfg.Initramfs, imageInitramfs: imageInitramfs, forwarder: fwdProg,
-		hostKHz: host.CPUKHz(), freePages: reportsFreePages(k), debug: cfg.Debug, log: log, boxes: map[string]*box{},
+		dataDir: dataDir, qemu: qemuBin, init: cfg.Init, forwarder: fwdProg, upgrade: upgrade,
+		boot:    bootKernel{Kernel: k, Initramfs: cfg.Initramfs, ImageInitramfs: imageInitramfs, FreePages: reportsFreePages(k)},
+		hostKHz: host.CPUKHz(), debug: cfg.Debug, log: log, boxes: map[string]*box{},
 	}
 	switch cfg.RAMDir {
 	case "":
@@ -231,13 +239,13 @@ func checkStatic(path string) error {
 }
 
 // Initramfs returns the initramfs boxes without an image root boot.
-func (b *Backend) Initramfs() string { return b.initramfs }
+func (b *Backend) Initramfs() string { return b.bootKernel(context.Background()).Initramfs }
 
 // Accel returns the accelerator in use and why.
 func (b *Backend) Accel() host.Verdict { return b.accel }
 
 // Kernel returns the kernel new boxes boot.
-func (b *Backend) Kernel() kernel.Kernel { return b.kernel }
+func (b *Backend) Kernel() kernel.Kernel { return b.bootKernel(context.Background()).Kernel }
 
 // Dir returns the box's directory (for tests and diagnostics).
 func (b *Backend) Dir(name string) string { return filepath.Join(b.dataDir, "boxes", name) }
@@ -355,21 +363,19 @@ func (b *Backend) Save(ctx context.Context, vb vm.Box) error {
 	return b.saveLocked(bx)
 }
 
-func (b *Backend) initramfsFor(bx *box) string {
+func (b *Backend) machineFor(ctx context.Context, bx *box) machine {
+	boot := b.bootKernel(ctx)
+	initramfs := boot.Initramfs
 	if bx.rec.Root != "" {
-		return b.imageInitramfs
+		initramfs = boot.ImageInitramfs
 	}
-	return b.initramfs
-}
-
-func (b *Backend) machineFor(bx *box) machine {
 	return machine{
-		QEMU: b.qemu, Accel: b.accel.Accel, Kernel: b.kernel, Initramfs: b.initramfsFor(bx),
+		QEMU: b.qemu, Accel: b.accel.Accel, Kernel: boot.Kernel, Initramfs: initramfs,
 		Dir: bx.dir, SockDir: bx.rec.SockDir, Name: bx.rec.Box.Name,
 		MemoryMiB: bx.rec.Box.Spec.MemoryMiB, VCPUs: bx.rec.Box.Spec.VCPUs,
 		Root: bx.rec.Root != "", HostKHz: b.hostKHz, Debug: b.debug,
 		RAMFile:           b.ramFileFor(bx),
-		FreePageReporting: b.freePages,
+		FreePageReporting: boot.FreePages,
 		Egress:            bx.rec.Box.Spec.Egress,
 		Forwarder:         b.forwarder,
 	}
@@ -434,7 +440,7 @@ func (b *Backend) Start(ctx context.Context, name string) error {
 	// (sparse) memory.
 	os.Remove(filepath.Join(bx.dir, snapFile))
 	os.Remove(filepath.Join(bx.dir, ramFile))
-	return b.launch(bx, b.machineFor(bx))
+	return b.launch(bx, b.machineFor(ctx, bx))
 }
 
 // dialUnix dials a unix socket QEMU creates at start, retrying until it

@@ -183,11 +183,11 @@ func TestAgentImage(t *testing.T) {
 	t.Logf("agent image boot: %v", time.Since(t0))
 	// An image box boots the initramfs without busybox (2 MB less to
 	// unpack): the image has its own shell.
-	if bx, _ := be.get("debian"); bx.rec.Machine.Initramfs == be.Initramfs() && be.imageInitramfs != be.initramfs {
+	if bx, _ := be.get("debian"); bx.rec.Machine.Initramfs == be.Initramfs() && be.boot.ImageInitramfs != be.boot.Initramfs {
 		t.Errorf("image box booted %s, the initramfs with busybox", bx.rec.Machine.Initramfs)
 	}
-	if ls, _ := os.Stat(be.imageInitramfs); ls != nil {
-		if ps, _ := os.Stat(be.initramfs); ps != nil && ps.Size()-ls.Size() < 1<<20 && busyboxFound() {
+	if ls, _ := os.Stat(be.boot.ImageInitramfs); ls != nil {
+		if ps, _ := os.Stat(be.boot.Initramfs); ps != nil && ps.Size()-ls.Size() < 1<<20 && busyboxFound() {
 			t.Errorf("image initramfs %d bytes, plain %d: busybox was not left out", ls.Size(), ps.Size())
 		}
 	}
