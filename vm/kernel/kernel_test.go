@@ -365,3 +365,35 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+// TestSmallInstallFinished: only a finished install (key written last, every file
+// non-empty) counts; a half-copied one does not.
+func TestSmallInstallFinished(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  bool
+	}{
+		{"none", nil, false},
+		{"vmlinux only", map[string]string{"vmlinux": "x"}, false},
+		{"all but key", map[string]string{"vmlinux": "x", "release": "6.1", "config": "C"}, false},
+		{"empty vmlinux", map[string]string{"vmlinux": "", "release": "6.1", "config": "C", "key": "k"}, false},
+		{"complete", map[string]string{"vmlinux": "x", "release": "6.1", "config": "C", "key": "k"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			kdir := filepath.Join(dir, "kernel", "small")
+			if err := os.MkdirAll(kdir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for f, body := range tc.files {
+				if err := os.WriteFile(filepath.Join(kdir, f), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := SmallInstalled(dir); got != tc.want {
+				t.Errorf("SmallInstalled = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
