@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
@@ -23,8 +24,11 @@ func (s *Store) InsertAccount(ctx context.Context, a accounts.Account, sealed []
 			return fmt.Errorf("count accounts of %q: %w", a.Owner, err)
 		}
 		a.Default = n == 0
-		_, err = tx.exec(ctx, `INSERT INTO github_accounts (user_id, name, host, masked, token, is_default, created)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, u.ID, a.Name, a.Host, a.Masked, sealed, a.Default, nanos(a.Created))
+		id := a.Identity
+		scopes := sql.NullString{String: strings.Join(id.Scopes, " "), Valid: id.HasScopes}
+		_, err = tx.exec(ctx, `INSERT INTO github_accounts (user_id, name, host, masked, token, is_default, created, login, scopes, expires)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, u.ID, a.Name, a.Host, a.Masked, sealed, a.Default, nanos(a.Created),
+			id.Login, scopes, nullNanos(id.Expires))
 		if isUnique(err) {
 			return fmt.Errorf("GitHub account %q of %q: %w", a.Name, a.Owner, keys.ErrExists)
 		}
@@ -99,7 +103,7 @@ func (s *Store) ListAccounts(ctx context.Context, owner string) ([]accounts.Reco
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.read().query(ctx, `SELECT name, host, masked, token, is_default, created
+	rows, err := s.read().query(ctx, `SELECT name, host, masked, token, is_default, created, login, scopes, expires
 		FROM github_accounts WHERE user_id = ? ORDER BY is_default DESC, name`, u.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list GitHub accounts of %q: %w", owner, err)
@@ -110,10 +114,14 @@ func (s *Store) ListAccounts(ctx context.Context, owner string) ([]accounts.Reco
 		r := accounts.Record{OwnerID: u.ID}
 		r.Owner = u.Name
 		var created int64
-		if err := rows.Scan(&r.Name, &r.Host, &r.Masked, &r.Sealed, &r.Default, &created); err != nil {
+		var scopes sql.NullString
+		var expires sql.NullInt64
+		if err := rows.Scan(&r.Name, &r.Host, &r.Masked, &r.Sealed, &r.Default, &created, &r.Identity.Login, &scopes, &expires); err != nil {
 			return nil, fmt.Errorf("list GitHub accounts of %q: %w", owner, err)
 		}
 		r.Created = fromNanos(created)
+		r.Identity.Scopes, r.Identity.HasScopes = strings.Fields(scopes.String), scopes.Valid
+		r.Identity.Expires = fromNullNanos(expires)
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -258,6 +258,40 @@ func TestAccountsDefault(t *testing.T) {
 	})
 }
 
+// TestAccountIdentityKept: who a token belongs to, its scopes and its
+// expiry come back as saved, telling a fine-grained token (no scopes
+// reported) from a classic one with none, and a token that never expires.
+func TestAccountIdentityKept(t *testing.T) {
+	eachDialect(t, func(t *testing.T, connect func(testing.TB) *Store) {
+		ctx := context.Background()
+		s := connect(t)
+		if _, err := s.CreateUser(ctx, keys.User{Name: "dan", Role: keys.RoleOperator, Created: time.Now()}, nil, testRec); err != nil {
+			t.Fatal(err)
+		}
+		exp := time.Date(2027, 3, 4, 12, 0, 0, 0, time.UTC)
+		want := map[string]accounts.Identity{
+			"classic":      {Login: "dan-gh", Scopes: []string{"repo", "workflow"}, HasScopes: true, Expires: exp},
+			"fine-grained": {Login: "dan-gh", Expires: exp},
+			"no-scopes":    {Login: "octo-dan", HasScopes: true},
+		}
+		for name, id := range want {
+			if _, err := s.InsertAccount(ctx, accounts.Account{Owner: "dan", Name: name, Host: "https://github.com", Masked: "ghp_…", Created: time.Now(), Identity: id}, []byte("x"), testRec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		recs, err := s.ListAccounts(ctx, "dan")
+		if err != nil || len(recs) != len(want) {
+			t.Fatalf("accounts: %+v %v", recs, err)
+		}
+		for _, r := range recs {
+			got, w := r.Identity, want[r.Name]
+			if got.Login != w.Login || !slices.Equal(got.Scopes, w.Scopes) || got.HasScopes != w.HasScopes || !got.Expires.Equal(w.Expires) {
+				t.Errorf("%s: identity %+v, want %+v", r.Name, got, w)
+			}
+		}
+	})
+}
+
 func TestFleetBoxesAndInbox(t *testing.T) {
 	eachDialect(t, func(t *testing.T, connect func(testing.TB) *Store) {
 		ctx := context.Background()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/accounts"
 )
 
 // Page is what every page's frame needs.
@@ -178,6 +179,27 @@ func statusText(code int) string {
 
 func accountURL(name, suffix string) string {
 	return "/settings/accounts/" + url.PathEscape(name) + suffix
+}
+
+// accountLogin is whose the token is, "-" for an account added before
+// sbx kept the host's answer.
+func accountLogin(id accounts.Identity) string {
+	if !id.Checked() {
+		return "-"
+	}
+	return id.Login
+}
+
+// expiryClass flags a token past its expiry (error) or within a week of
+// it (warn).
+func expiryClass(id accounts.Identity, now time.Time) string {
+	switch {
+	case id.Expired(now):
+		return "expiry expired"
+	case id.ExpiresSoon(now):
+		return "expiry soon"
+	}
+	return "expiry"
 }
 
 func mcpURL(name, suffix string) string {

@@ -48,8 +48,9 @@ type Account struct {
 	Masked  string // the token masked for display, e.g. "ghp_…ABCD"
 	Default bool
 	Created time.Time
-	// Identity is who the token belongs to, as the host said when the
-	// account was added: only Add fills it (it is not stored).
+	// Identity is who the token belongs to, its scopes and expiry, as the
+	// host said when the account was added; stored with the account (empty
+	// for accounts added before it was: see Identity.Checked).
 	Identity Identity
 }
 

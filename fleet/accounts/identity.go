@@ -39,17 +39,47 @@ func (id Identity) ScopesText() string {
 	return strings.Join(id.Scopes, ", ")
 }
 
-// ExpiresText says when the token expires, for people.
+// ExpiresSoonWithin is how close to its expiry a token is flagged: a
+// week leaves time to make a new one before boxes start failing to clone.
+const ExpiresSoonWithin = 7 * 24 * time.Hour
+
+// Checked says whether the host was asked who the token belongs to when the
+// account was added: accounts saved before sbx kept the answer (schema
+// version 6) have no identity. Add them again to check them.
+func (id Identity) Checked() bool { return id.Login != "" }
+
+// Expired says whether the token's expiry has passed.
+func (id Identity) Expired(now time.Time) bool {
+	return !id.Expires.IsZero() && !now.Before(id.Expires)
+}
+
+// ExpiresSoon says whether the token expires within ExpiresSoonWithin
+// (and has not yet).
+func (id Identity) ExpiresSoon(now time.Time) bool {
+	return !id.Expires.IsZero() && !id.Expired(now) && id.Expires.Sub(now) < ExpiresSoonWithin
+}
+
+// ExpiresText says when the token expires, for people; an expired token
+// or one that expires within ExpiresSoonWithin says so.
 func (id Identity) ExpiresText(now time.Time) string {
+	if !id.Checked() {
+		return "unknown (added before sbx checked tokens; add it again to check)"
+	}
 	if id.Expires.IsZero() {
 		return "never (or not reported)"
 	}
-	left := id.Expires.Sub(now)
 	when := id.Expires.UTC().Format("2006-01-02 15:04 UTC")
-	if left < 0 {
+	if id.Expired(now) {
 		return when + " (expired)"
 	}
-	return fmt.Sprintf("%s (in %d days)", when, int(left.Hours()/24))
+	left := "in less than a day"
+	if days := int(id.Expires.Sub(now).Hours() / 24); days > 0 {
+		left = fmt.Sprintf("in %d days", days)
+	}
+	if id.ExpiresSoon(now) {
+		left += ": expires soon"
+	}
+	return when + " (" + left + ")"
 }
 
 // Summary is the identity on one line, for a flash message or a log.

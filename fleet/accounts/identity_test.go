@@ -198,11 +198,46 @@ func TestIdentifyExpiry(t *testing.T) {
 		if err != nil || !id.Expires.Equal(want) {
 			t.Fatalf("%q: %+v %v", header, id, err)
 		}
-		if got := id.ExpiresText(want.Add(-50 * time.Hour)); got != "2027-03-04 12:00 UTC (in 2 days)" {
+		if got := id.ExpiresText(want.Add(-50 * time.Hour)); got != "2027-03-04 12:00 UTC (in 2 days: expires soon)" {
 			t.Errorf("ExpiresText = %q", got)
 		}
 		if got := id.ExpiresText(want.Add(time.Hour)); !strings.HasSuffix(got, "(expired)") {
 			t.Errorf("ExpiresText after expiry = %q", got)
 		}
+	}
+}
+
+// TestExpiryMarks: a token is flagged from a week before its expiry, and
+// expired from the instant itself; one without an expiry, or an account
+// added before the identity was kept, is never flagged.
+func TestExpiryMarks(t *testing.T) {
+	exp := time.Date(2027, 3, 4, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name          string
+		id            accounts.Identity
+		now           time.Time
+		soon, expired bool
+		text          string
+	}{
+		{"weeks left", accounts.Identity{Login: "o", Expires: exp}, exp.Add(-30 * 24 * time.Hour), false, false, "2027-03-04 12:00 UTC (in 30 days)"},
+		{"just over a week", accounts.Identity{Login: "o", Expires: exp}, exp.Add(-accounts.ExpiresSoonWithin - time.Minute), false, false, "(in 7 days)"},
+		{"just under a week", accounts.Identity{Login: "o", Expires: exp}, exp.Add(-accounts.ExpiresSoonWithin + time.Minute), true, false, "(in 6 days: expires soon)"},
+		{"an hour left", accounts.Identity{Login: "o", Expires: exp}, exp.Add(-time.Hour), true, false, "(in less than a day: expires soon)"},
+		{"the instant", accounts.Identity{Login: "o", Expires: exp}, exp, false, true, "(expired)"},
+		{"long gone", accounts.Identity{Login: "o", Expires: exp}, exp.Add(365 * 24 * time.Hour), false, true, "(expired)"},
+		{"never expires", accounts.Identity{Login: "o"}, exp, false, false, "never (or not reported)"},
+		{"added before identities were kept", accounts.Identity{}, exp, false, false, "unknown (added before sbx checked tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.id.ExpiresSoon(tc.now); got != tc.soon {
+				t.Errorf("ExpiresSoon = %v, want %v", got, tc.soon)
+			}
+			if got := tc.id.Expired(tc.now); got != tc.expired {
+				t.Errorf("Expired = %v, want %v", got, tc.expired)
+			}
+			if got := tc.id.ExpiresText(tc.now); !strings.Contains(got, tc.text) {
+				t.Errorf("ExpiresText = %q, want %q in it", got, tc.text)
+			}
+		})
 	}
 }

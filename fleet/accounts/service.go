@@ -231,12 +231,8 @@ func (s *Service) Add(ctx context.Context, actor keys.Actor, owner, name, token 
 	if err != nil {
 		return Account{}, fmt.Errorf("seal token of account %q: %w", name, err)
 	}
-	a = Account{Owner: owner, Name: name, Host: s.host.String(), Masked: Mask(token), Created: s.now().UTC()}
-	if a, err = s.store.InsertAccount(ctx, a, sealed, e); err != nil {
-		return Account{}, err
-	}
-	a.Identity = id
-	return a, nil
+	a = Account{Owner: owner, Name: name, Host: s.host.String(), Masked: Mask(token), Created: s.now().UTC(), Identity: id}
+	return s.store.InsertAccount(ctx, a, sealed, e)
 }
 
 // Remove deletes one of owner's accounts.

@@ -71,7 +71,7 @@ func (c *call) accountCmd() *cobra.Command {
 	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
-		Short: "List your accounts (tokens masked)",
+		Short: "List your accounts: tokens masked, whose they are and when they expire (flagged a week before)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := c.fleet()
@@ -82,17 +82,31 @@ func (c *call) accountCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			now := c.srv.Now()
 			if asJSON {
+				// login is "" and scopes null for an account added before
+				// sbx kept them; scopes is null for a fine-grained token.
 				type row struct {
-					Name    string `json:"name"`
-					Host    string `json:"host"`
-					Token   string `json:"token"`
-					Default bool   `json:"default"`
-					Created string `json:"created"`
+					Name        string   `json:"name"`
+					Host        string   `json:"host"`
+					Token       string   `json:"token"`
+					Default     bool     `json:"default"`
+					Created     string   `json:"created"`
+					Login       string   `json:"login"`
+					Scopes      []string `json:"scopes"`
+					Expires     string   `json:"expires"`
+					Expired     bool     `json:"expired"`
+					ExpiresSoon bool     `json:"expires_soon"`
 				}
 				out := make([]row, 0, len(list))
 				for _, a := range list {
-					out = append(out, row{a.Name, a.Host, a.Masked, a.Default, stamp(a.Created)})
+					id := a.Identity
+					var scopes []string
+					if id.HasScopes {
+						scopes = append([]string{}, id.Scopes...)
+					}
+					out = append(out, row{a.Name, a.Host, a.Masked, a.Default, stamp(a.Created),
+						id.Login, scopes, stamp(id.Expires), id.Expired(now), id.ExpiresSoon(now)})
 				}
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
@@ -100,17 +114,31 @@ func (c *call) accountCmd() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "no accounts; add one with: echo \"$TOKEN\" | %s account add NAME\n", c.usagePrefix())
 				return nil
 			}
-			now := c.srv.Now()
 			tw := table(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "NAME\tHOST\tTOKEN\tDEFAULT\tADDED")
+			fmt.Fprintln(tw, "NAME\tHOST\tLOGIN\tTOKEN\tEXPIRES\tDEFAULT\tADDED")
 			for _, a := range list {
 				def := ""
 				if a.Default {
 					def = "yes"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Host, a.Masked, def, age(now, a.Created))
+				login := a.Identity.Login
+				if !a.Identity.Checked() {
+					login = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Host, login, a.Masked, a.Identity.ExpiresText(now), def, age(now, a.Created))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// What to do about a token that stopped, or is about to stop,
+			// working: on stderr, so stdout stays the table.
+			for _, a := range list {
+				if a.Identity.Expired(now) || a.Identity.ExpiresSoon(now) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "account %s: token expiry %s; replace it: %s account rm %s, then echo \"$NEW_TOKEN\" | %s account add %s\n",
+						a.Name, a.Identity.ExpiresText(now), c.usagePrefix(), a.Name, c.usagePrefix(), a.Name)
+				}
+			}
+			return nil
 		},
 	}
 	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")

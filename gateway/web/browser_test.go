@@ -58,7 +58,7 @@ const inert = `(() => {
       if (a.name.startsWith('on')) bad.push(el.tagName + ' ' + a.name);
       if (['href', 'src', 'action', 'formaction', 'data'].includes(a.name) && /^\s*(javascript|data):/i.test(a.value)) bad.push(el.tagName + ' ' + a.name + '=' + a.value);
     }
-    if (el.tagName === 'SCRIPT' && !/^\/static\/(htmx|sse)\.min\.js$/.test(el.getAttribute('src') || '')) bad.push('SCRIPT ' + el.outerHTML.slice(0, 80));
+    if (el.tagName === 'SCRIPT' && !/^\/static\/((htmx|sse)\.min|sbx)\.js$/.test(el.getAttribute('src') || '')) bad.push('SCRIPT ' + el.outerHTML.slice(0, 80));
     if (['IFRAME', 'OBJECT', 'EMBED', 'IMG', 'svg', 'SVG', 'STYLE', 'BASE', 'MATH', 'math', 'VIDEO', 'AUDIO', 'LINK'].includes(el.tagName) &&
         !(el.tagName === 'LINK' && /^\/static\/(sbx|chroma)\.css$/.test(el.getAttribute('href') || ''))) bad.push(el.tagName);
     if (el.tagName === 'META' && el.hasAttribute('http-equiv')) bad.push('META http-equiv');

@@ -452,7 +452,7 @@ func TestMCPMountedBehindTheCommonMiddleware(t *testing.T) {
 func TestStaticFiles(t *testing.T) {
 	c := newConsole(t, Options{})
 	for path, ctype := range map[string]string{"/static/htmx.min.js": "text/javascript", "/static/sse.min.js": "text/javascript",
-		"/static/sbx.css": "text/css", "/static/chroma.css": "text/css"} {
+		"/static/sbx.js": "text/javascript", "/static/sbx.css": "text/css", "/static/chroma.css": "text/css"} {
 		resp, body := do(t, "GET", c.URL+path, "", "")
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) || len(body) < 100 {
 			t.Errorf("%s: %d %q %d bytes", path, resp.StatusCode, resp.Header.Get("Content-Type"), len(body))

@@ -3,6 +3,7 @@ package web
 import (
 	"html"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,11 @@ func TestAccountAddThroughTheConsole(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("settings after add lacks %q", want)
 		}
+	}
+	// The accounts table keeps saying whose the token is and when it
+	// expires (stored at add time), not only the flash.
+	if !regexp.MustCompile(`<td>alice-gh</td><td class="mono">[^<]*</td><td class="expiry">20[0-9-]+ [0-9:]+ UTC \(in 29 days\)</td>`).MatchString(body) {
+		t.Errorf("the accounts table lacks the login and expiry:\n%s", body)
 	}
 	if strings.Contains(body, c.token) {
 		t.Fatal("the token came back to the browser")

@@ -14,7 +14,8 @@ type Info struct {
 	// Version is the module version; "dev" for a build that has none (a
 	// test binary, go run).
 	Version string `json:"version"`
-	// Revision is the VCS revision, shortened to 12 hex digits.
+	// Revision is the VCS revision, shortened to 12 hex digits; "unknown"
+	// when the build could find out none (see Stamped).
 	Revision string `json:"revision,omitempty"`
 	// Time is the revision's commit time (RFC 3339), as the VCS recorded it.
 	Time string `json:"time,omitempty"`
@@ -23,9 +24,26 @@ type Info struct {
 	Go    string `json:"go"`
 }
 
+// The Taskfile's build stamps these with -ldflags -X from git, for when
+// the go command records no revision itself (GOFLAGS=-buildvcs=false, a
+// tree without .git): the full revision or "unknown" (git could not say),
+// its commit time (RFC 3339) and "true" for a tree with changes. Set at
+// link time only, never written at run time.
+var (
+	stampRevision string
+	stampTime     string
+	stampModified string
+)
+
+// Unknown is the revision of a build that could not find out its own.
+const Unknown = "unknown"
+
 // get reads the build information once: it cannot change while the
 // process runs.
-var get = sync.OnceValue(func() Info { return From(debug.ReadBuildInfo()) })
+var get = sync.OnceValue(func() Info {
+	bi, ok := debug.ReadBuildInfo()
+	return From(bi, ok).Stamped(stampRevision, stampTime, stampModified)
+})
 
 // Get returns this binary's build information.
 func Get() Info { return get() }
@@ -53,11 +71,27 @@ func From(bi *debug.BuildInfo, ok bool) Info {
 	return info
 }
 
+// Stamped fills the revision from the link-time stamp (revision, its
+// commit time, modified "true" or "false") when the go command recorded
+// none; the go command's own record wins.
+func (i Info) Stamped(revision, time, modified string) Info {
+	if i.Revision != "" || revision == "" {
+		return i
+	}
+	i.Revision = revision[:min(12, len(revision))]
+	if revision == Unknown {
+		i.Revision = Unknown
+		return i
+	}
+	i.Time, i.Dirty = time, modified == "true"
+	return i
+}
+
 // Short names the build in one word: the module version, or for a build
 // without one "dev" and the revision ("dev+1a2b3c4d5e6f", "+dirty" when the
 // tree had changes), so two dev builds are told apart.
 func (i Info) Short() string {
-	if i.Version != "dev" || i.Revision == "" {
+	if i.Version != "dev" || i.Revision == "" || i.Revision == Unknown {
 		return i.Version
 	}
 	v := i.Version + "+" + i.Revision
@@ -71,7 +105,9 @@ func (i Info) Short() string {
 // "v1.2.0 (1a2b3c4d5e6f, 2026-11-30T10:00:00Z, go1.26.1)".
 func (i Info) String() string {
 	var parts []string
-	if i.Revision != "" {
+	if i.Revision == Unknown {
+		parts = append(parts, "revision unknown")
+	} else if i.Revision != "" {
 		rev := i.Revision
 		if i.Dirty {
 			rev += "+dirty"

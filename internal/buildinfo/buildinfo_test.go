@@ -46,6 +46,37 @@ func TestFrom(t *testing.T) {
 	}
 }
 
+// TestStamped: the Taskfile's -X stamp fills the revision of a build the
+// go command did not stamp (GOFLAGS=-buildvcs=false, no .git), "unknown"
+// when git could not say either; the go command's own record wins.
+func TestStamped(t *testing.T) {
+	const rev = "abf986b1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7"
+	unstamped := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}
+	recorded := &debug.BuildInfo{GoVersion: "go1.26.8", Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}}}
+	for _, c := range []struct {
+		name                    string
+		bi                      *debug.BuildInfo
+		revision, time, changed string
+		short, string           string
+	}{
+		{"no stamp", unstamped, "", "", "", "dev", "dev (go1.26.8)"},
+		{"stamped from git", unstamped, rev, "2026-12-02T05:00:00Z", "false", "dev+abf986b1a2b3", "dev+abf986b1a2b3 (abf986b1a2b3, 2026-12-02T05:00:00Z, go1.26.8)"},
+		{"stamped from a dirty tree", unstamped, rev, "2026-12-02T05:00:00Z", "true", "dev+abf986b1a2b3+dirty", "dev+abf986b1a2b3+dirty (abf986b1a2b3+dirty, 2026-12-02T05:00:00Z, go1.26.8)"},
+		{"git could not say", unstamped, Unknown, "", "false", "dev", "dev (revision unknown, go1.26.8)"},
+		{"the go command's record wins", recorded, rev, "2026-12-02T05:00:00Z", "true", "dev+0123456789ab", "dev+0123456789ab (0123456789ab, go1.26.8)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			info := From(c.bi, true).Stamped(c.revision, c.time, c.changed)
+			if got := info.Short(); got != c.short {
+				t.Errorf("Short() = %q, want %q", got, c.short)
+			}
+			if got := info.String(); got != c.string {
+				t.Errorf("String() = %q, want %q", got, c.string)
+			}
+		})
+	}
+}
+
 // TestGet: the running binary (a test binary) has build information and
 // Get answers the same every time.
 func TestGet(t *testing.T) {
