@@ -1,5 +1,6 @@
-# Shared by the image builds (vm/build/image.sh: the agent image,
-# deploy/image.sh: the gateway's): sourced, not run. Expects log and die.
+# Shared by the builds (vm/build/image.sh: the agent image, kernel.sh: the
+# small kernel, deploy/image.sh: the gateway's image): sourced, not run.
+# Expects log.
 
 # debian_host_deps PKG...: installs the Debian packages a build needs on the
 # host, only those missing.

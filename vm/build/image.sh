@@ -63,7 +63,6 @@ cache=${SBX_CACHE:-$HOME/.cache/sbx}/images
 data=${SBX_DATA:-./.sbx}
 install_dir=$data/images
 host_deps=(mmdebstrap e2fsprogs ca-certificates)
-sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
 
 log() { printf 'image: %s\n' "$*" >&2; }
 die() { printf 'image: error: %s\n' "$*" >&2; exit 1; }
