@@ -44,7 +44,8 @@ const (
 // a database of this test's own.
 type testCluster struct {
 	dir                        string // SBX_CLUSTER_DIR: its state
-	kubeconfig, namespace, dsn string
+	adminKubeconfig            string // cluster-admin
+	kubeconfig, namespace, dsn string // kubeconfig: as the gateway's service account
 	sealKey                    string // every gateway's SBX_SEAL_KEY
 }
 
@@ -119,7 +120,7 @@ func clusterUp(t *testing.T) testCluster {
 	u.Path = "/" + db
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return testCluster{dir: dir, kubeconfig: gatewayKubeconfig(t, kc), namespace: ns, dsn: u.String(), sealKey: base64.StdEncoding.EncodeToString(key)}
+	return testCluster{dir: dir, adminKubeconfig: kc, kubeconfig: gatewayKubeconfig(t, kc), namespace: ns, dsn: u.String(), sealKey: base64.StdEncoding.EncodeToString(key)}
 }
 
 // gatewayRBAC grants the gateway's service account in ns exactly what

@@ -280,6 +280,6 @@ wait_for kube-controller-manager 60 sa_ready
 
 # 8. What the tests apply: the test StorageClass, the Kata RuntimeClass (so a
 # kata-qemu box is admitted and fails clearly) and the gateway's RBAC.
-kubectl --kubeconfig "$KC" apply -f "$repo/deploy/test/" -f "$repo/deploy/runtimeclass.yaml" -f "$repo/deploy/rbac.yaml" \
+kubectl --kubeconfig "$KC" apply -f "$repo/deploy/namespace.yaml" -f "$repo/deploy/test/" -f "$repo/deploy/runtimeclass.yaml" -f "$repo/deploy/rbac.yaml" \
 	-f "$repo/deploy/networkpolicy.yaml" >/dev/null
 log "ready: KUBECONFIG=$KC, postgres $(cat "$STATE/postgres.dsn")"

@@ -64,7 +64,6 @@ cache=${SBX_CACHE:-$HOME/.cache/sbx}/images
 data=${SBX_DATA:-./.sbx}
 install_dir=$data/images
 host_deps=(mmdebstrap e2fsprogs ca-certificates)
-sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
 
 log() { printf 'image: %s\n' "$*" >&2; }
 die() { printf 'image: error: %s\n' "$*" >&2; exit 1; }
@@ -77,26 +76,10 @@ uptodate() {
 	[ -s "$install_dir/agent.ext4" ] && [ "$(cat "$install_dir/agent.key" 2>/dev/null)" = "$(key)" ]
 }
 
-install_deps() {
-	local missing=() p
-	for p in "${host_deps[@]}"; do
-		dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return
-	log "installing ${missing[*]}"
-	$sudo apt-get update -q
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}"
-}
-
-# mirrors prints the host's apt sources for the suite: only the mirror the
-# host is configured for is reachable on locked-down build machines.
-mirrors() {
-	local f found=0
-	for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[ -s "$f" ] && grep -q "$suite" "$f" && { echo "$f"; found=1; }
-	done
-	[ $found = 1 ] || echo "http://deb.debian.org/debian"
-}
+# shellcheck source=vm/build/debian.sh
+. "$here/debian.sh"
+install_deps() { debian_host_deps "${host_deps[@]}"; }
+mirrors() { debian_mirrors "$suite"; }
 
 build() {
 	[ "$(id -u)" = 0 ] || die "run as root: mmdebstrap needs root mode to write a directory with real ownership"

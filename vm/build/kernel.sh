@@ -26,7 +26,6 @@ build_deps=($pkg build-essential flex bison bc libelf-dev libssl-dev xz-utils)
 cache=${SBX_CACHE:-$HOME/.cache/sbx}/kernel
 data=${SBX_DATA:-./.sbx}
 install_dir=$data/kernel/small
-sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
 
 log() { printf 'kernel: %s\n' "$*" >&2; }
 die() { printf 'kernel: error: %s\n' "$*" >&2; exit 1; }
@@ -44,16 +43,9 @@ uptodate() {
 	[ -s "$install_dir/vmlinux" ] && [ "$(cat "$install_dir/key" 2>/dev/null)" = "$k" ]
 }
 
-install_deps() {
-	local missing=() p
-	for p in "${build_deps[@]}"; do
-		dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return
-	log "installing ${missing[*]}"
-	$sudo apt-get update -q
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}"
-}
+# shellcheck source=vm/build/debian.sh
+. "$here/debian.sh"
+install_deps() { debian_host_deps "${build_deps[@]}"; }
 
 # verify_config fails naming every fragment line the final .config dropped
 # (an unmet dependency, a typo, or an option renamed in this kernel version).

@@ -2,9 +2,10 @@
 // per directory, in order) that `ctr images import` and `skopeo copy
 // oci-archive:` accept: the test cluster has no registry and no Docker
 // engine, so its images are built from local files, and `go tool -modfile=tools/go.mod task
-// image-oci` packs the agent image for a cluster's registry the same way.
-// Layers are deterministic (sorted entries, zero times, root owner) and
-// uncompressed, so an unchanged directory makes the same layer digest and a
+// image-oci` packs the agent image for a cluster's registry the same way
+// (`task gateway-image` the gateway's, deploy/image.sh).
+// Layers are deterministic (sorted entries, zero times, root owner unless
+// -owner names another for a path) and uncompressed, so an unchanged directory makes the same layer digest and a
 // store that has it skips it; they are streamed through temporary files, so
 // a gigabyte-sized root costs no memory.
 package main
@@ -25,28 +26,54 @@ import (
 	"time"
 )
 
-// dirs is the repeatable -dir flag.
-type dirs []string
+// strs is a repeatable string flag.
+type strs []string
 
-func (d *dirs) String() string     { return strings.Join(*d, ",") }
-func (d *dirs) Set(v string) error { *d = append(*d, v); return nil }
+func (d *strs) String() string     { return strings.Join(*d, ",") }
+func (d *strs) Set(v string) error { *d = append(*d, v); return nil }
+
+// imageConfig is what the image's config says besides its layers.
+type imageConfig struct {
+	entrypoint []string
+	env        []string // KEY=VALUE, after PATH
+	user       string   // "" is root
+	workdir    string
+	volumes    []string
+	// owners maps a path inside the root ("data", no leading slash) to the
+	// uid and gid its entry gets instead of root's.
+	owners map[string][2]int
+}
 
 func main() {
-	var layers dirs
+	var layers, env, volumes, owners strs
 	flag.Var(&layers, "dir", "root filesystem directory to pack as a layer (repeat for more layers, lowest first)")
 	name := flag.String("name", "", "image name, e.g. sbx.local/box:dev")
 	out := flag.String("o", "", "output archive")
 	entry := flag.String("entrypoint", "", "comma-separated entrypoint")
+	user := flag.String("user", "", "user the image runs as, UID[:GID] (default root)")
+	workdir := flag.String("workdir", "", "working directory")
+	flag.Var(&env, "env", "KEY=VALUE in the image's environment (repeatable)")
+	flag.Var(&volumes, "volume", "a volume path, e.g. /data (repeatable)")
+	flag.Var(&owners, "owner", "PATH=UID:GID: the owner of that entry in the layers (repeatable; others are root's)")
 	flag.Parse()
 	if len(layers) == 0 || *name == "" || *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: ociimage -dir DIR [-dir DIR…] -name NAME -o OUT.tar [-entrypoint a,b]")
+		fmt.Fprintln(os.Stderr, "usage: ociimage -dir DIR [-dir DIR…] -name NAME -o OUT.tar [-entrypoint a,b] [-user UID:GID] [-env K=V…] [-volume PATH…] [-owner PATH=UID:GID…] [-workdir DIR]")
 		os.Exit(2)
 	}
-	var ep []string
+	cfg := imageConfig{env: env, user: *user, workdir: *workdir, volumes: volumes, owners: map[string][2]int{}}
 	if *entry != "" {
-		ep = strings.Split(*entry, ",")
+		cfg.entrypoint = strings.Split(*entry, ",")
 	}
-	if err := build(layers, *name, *out, ep); err != nil {
+	for _, o := range owners {
+		path, ids, ok := strings.Cut(o, "=")
+		var uid, gid int
+		if _, err := fmt.Sscanf(ids, "%d:%d", &uid, &gid); !ok || err != nil || uid < 0 || gid < 0 {
+			fmt.Fprintf(os.Stderr, "ociimage: -owner %q: want PATH=UID:GID\n", o)
+			os.Exit(2)
+		}
+		cfg.owners[strings.Trim(filepath.Clean(path), "/")] = [2]int{uid, gid}
+	}
+	if err := build(layers, *name, *out, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
@@ -72,7 +99,7 @@ type blob struct {
 	size   int64
 }
 
-func build(dirs []string, name, out string, entrypoint []string) error {
+func build(dirs []string, name, out string, ic imageConfig) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".ociimage-")
 	if err != nil {
 		return err
@@ -82,7 +109,7 @@ func build(dirs []string, name, out string, entrypoint []string) error {
 	var diffIDs []string
 	var descs []descriptor
 	for i, dir := range dirs {
-		l, err := packLayer(dir, filepath.Join(tmp, fmt.Sprintf("layer%d.tar", i)))
+		l, err := packLayer(dir, filepath.Join(tmp, fmt.Sprintf("layer%d.tar", i)), ic.owners)
 		if err != nil {
 			return err
 		}
@@ -90,14 +117,28 @@ func build(dirs []string, name, out string, entrypoint []string) error {
 		diffIDs = append(diffIDs, l.digest)
 		descs = append(descs, descriptor{MediaType: "application/vnd.oci.image.layer.v1.tar", Digest: l.digest, Size: l.size})
 	}
+	runtime := map[string]any{
+		"Entrypoint": ic.entrypoint,
+		"Env":        append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, ic.env...),
+	}
+	if ic.user != "" {
+		runtime["User"] = ic.user
+	}
+	if ic.workdir != "" {
+		runtime["WorkingDir"] = ic.workdir
+	}
+	if len(ic.volumes) > 0 {
+		vols := map[string]struct{}{}
+		for _, v := range ic.volumes {
+			vols[v] = struct{}{}
+		}
+		runtime["Volumes"] = vols
+	}
 	config, err := json.Marshal(map[string]any{
 		"architecture": "amd64",
 		"os":           "linux",
-		"config": map[string]any{
-			"Entrypoint": entrypoint,
-			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
+		"config":       runtime,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": diffIDs},
 	})
 	if err != nil {
 		return err
@@ -196,8 +237,8 @@ func (c *counter) Write(p []byte) (int, error) {
 }
 
 // packLayer tars dir (WalkDir visits in lexical order) with fixed metadata
-// into file.
-func packLayer(dir, file string) (blob, error) {
+// into file: every entry root's but those owners names.
+func packLayer(dir, file string, owners map[string][2]int) (blob, error) {
 	f, err := os.Create(file)
 	if err != nil {
 		return blob{}, err
@@ -232,6 +273,9 @@ func packLayer(dir, file string) (blob, error) {
 			h.Name += "/"
 		}
 		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "root", "root"
+		if o, ok := owners[filepath.ToSlash(rel)]; ok {
+			h.Uid, h.Gid, h.Uname, h.Gname = o[0], o[1], "", ""
+		}
 		h.ModTime, h.AccessTime, h.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
 		h.Format = tar.FormatPAX
 		if err := tw.WriteHeader(h); err != nil {
