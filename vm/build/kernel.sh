@@ -133,6 +133,13 @@ background() {
 		return
 	fi
 	mkdir -p "$cache" "$data"
+	local k
+	if k=$(key) && [ -s "$cache/$k/vmlinux" ]; then
+		# Built before on this machine: installing is a copy, done before
+		# the gateway starts so no box boots the stock kernel.
+		build
+		return
+	fi
 	if ! flock -n "$cache/.build.lock" true 2>/dev/null; then
 		log "a small kernel build is already running (see $data/kernel-build.log)"
 		return
