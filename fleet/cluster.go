@@ -95,12 +95,20 @@ func (l *leases) once(ctx context.Context, key string, ttl time.Duration) bool {
 	if l.cluster == nil {
 		return true
 	}
-	ok, err := l.cluster.TryLease(ctx, key, l.id, ttl)
-	if err != nil {
-		l.log.Warn("lease", "lease", key, "err", err)
-		return false
+	return LeaseOnce(l.cluster, l.id, l.log)(ctx, key, ttl)
+}
+
+// LeaseOnce is the vm.Once of gateway id among c's: it acts on key when it
+// takes or holds key's lease; a lease it cannot ask for is a no (logged).
+func LeaseOnce(c Cluster, id string, log *slog.Logger) vm.Once {
+	return func(ctx context.Context, key string, ttl time.Duration) bool {
+		ok, err := c.TryLease(ctx, key, id, ttl)
+		if err != nil {
+			log.Warn("lease", "lease", key, "err", err)
+			return false
+		}
+		return ok
 	}
-	return ok
 }
 
 // lockBox takes the box's lock across gateways (a lease), waiting up to

@@ -98,13 +98,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		// What every gateway sharing the records notices (a cluster's boxes)
 		// is done by the lease holder.
 		id = gatewayID()
-		vc.Once = func(ctx context.Context, key string, ttl time.Duration) bool {
-			ok, err := s.shared.TryLease(ctx, key, id, ttl)
-			if err != nil {
-				s.log.Warn("lease", "lease", key, "err", err)
-			}
-			return ok && err == nil
-		}
+		vc.Once = fleet.LeaseOnce(s.shared, id, s.log)
 	}
 	vc.Logger = s.log.With("part", "vm")
 	s.core.vm, err = vm.New(ctx, vc)
