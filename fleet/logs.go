@@ -368,7 +368,7 @@ func (l *logs) mirror(name string) <-chan struct{} {
 				}
 				return
 			}
-			_ = l.at(name, turn, logEnd, 0, fmt.Sprintf("── turn %d ended: exit %s ──\n", turn, strconv.Itoa(code)))
+			_ = l.at(name, turn, logEnd, 0, turnEndLine(turn, code))
 		}
 	})
 	return done

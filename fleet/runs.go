@@ -52,6 +52,21 @@ func turnFiles(turn int) (out, exit string) {
 	return base + ".out", base + ".exit"
 }
 
+// turnStatus says how a turn's agent ended: its exit code, or -1 for lost.
+func turnStatus(code int) string {
+	if code == -1 {
+		return "lost (the box's agent could not be followed)"
+	}
+	return "exit " + strconv.Itoa(code)
+}
+
+// turnEndLine is the log line that ends a turn. The follower and every
+// gateway's mirror write it, and their copies of the log must be the same
+// bytes.
+func turnEndLine(turn, code int) string {
+	return fmt.Sprintf("── turn %d ended: %s ──\n", turn, turnStatus(code))
+}
+
 // workDir is where the agent starts: the repo when there is one.
 func workDir(rec record) string {
 	if len(rec.Repos) == 1 {
@@ -427,11 +442,8 @@ func (r *runs) endTurn(ctx context.Context, name string, turn, code int, parser 
 		rec.Session = s
 	}
 	rec.CostUSD += parser.cost()
-	status := "exit " + strconv.Itoa(code)
-	if code == -1 {
-		status = "lost (the box's agent could not be followed)"
-	}
-	_ = r.logs.at(name, turn, logEnd, 0, fmt.Sprintf("── turn %d ended: %s ──\n", turn, status))
+	status := turnStatus(code)
+	_ = r.logs.at(name, turn, logEnd, 0, turnEndLine(turn, code))
 	if q := r.question(bg, rec); q != "" {
 		rec.Question = q
 		if err := r.records.transition(bg, &rec, Waiting, system(), "box.question", ""); err != nil {
