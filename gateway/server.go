@@ -246,8 +246,9 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 	return s, nil
 }
 
-// dataStore is everything the gateway keeps in its database; store.SQLite
-// and postgres.Store both are one.
+// dataStore is everything the gateway keeps in its database: one
+// store.Store over either dialect (store.SQLite and postgres.Store embed it,
+// and add what their database alone has).
 type dataStore interface {
 	keys.Store
 	keys.WebStore
