@@ -25,7 +25,7 @@ import (
 type core struct {
 	accounts *accounts.Service
 	red      *redact.Redactor
-	vm       machines
+	vm       *vm.Manager
 	fleet    *fleet.Fleet
 	net      *network
 	sealer   *seal.Sealer
@@ -35,12 +35,6 @@ type core struct {
 	// why is set when the gateway runs without boxes (vm.backend none, or
 	// QEMU/kernel missing): the fronts say it.
 	why string
-}
-
-// machines is the vm.Manager, whichever backend runs the boxes.
-type machines interface {
-	fleet.Machines
-	Close() error
 }
 
 // startCore builds the core. A host that cannot run boxes still serves
