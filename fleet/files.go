@@ -182,7 +182,7 @@ func (ws *files) writeFile(ctx context.Context, caller keys.Actor, name, path st
 	err := ws.withMachine(ctx, caller, name, func(m string) error { return ws.vm.WriteFile(ctx, m, path, mode, r) })
 	e := caller.Entry(ws.now(), "box.write", name+":"+path)
 	if err != nil {
-		ws.audit.Finish(ctx, e, err, "error")
+		ws.audit.Finish(ctx, e, err, audit.ResultError)
 		return err
 	}
 	return ws.audit.Record(ctx, e)
@@ -196,7 +196,7 @@ func (ws *files) remove(ctx context.Context, caller keys.Actor, name, path strin
 	err := ws.withMachine(ctx, caller, name, func(m string) error { return ws.vm.Remove(ctx, m, path) })
 	e := caller.Entry(ws.now(), "box.remove", name+":"+path)
 	if err != nil {
-		ws.audit.Finish(ctx, e, err, "error")
+		ws.audit.Finish(ctx, e, err, audit.ResultError)
 		return err
 	}
 	return ws.audit.Record(ctx, e)
