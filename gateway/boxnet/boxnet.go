@@ -256,12 +256,6 @@ type Config struct {
 	EgressTrust []netpolicy.Trust
 }
 
-// egressTrust is what the egress proxy may dial among the forbidden
-// addresses.
-func (c Config) egressTrust() []netpolicy.Trust {
-	return c.EgressTrust
-}
-
 // Server serves the network path of every box.
 type Server struct {
 	cfg       Config
