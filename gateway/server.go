@@ -38,13 +38,10 @@ import (
 	"sbx.dev/sbx/store/postgres"
 )
 
-// DBFile and AddrFile live in the data dir.
-const (
-	DBFile = "sbx.db"
-	// AddrFile lists the addresses the running gateway listens on, one
-	// "name=value" per line (ssh, http, pid), so scripts find random ports.
-	AddrFile = "sbx.addr"
-)
+// AddrFile, in the data dir beside the database (store.FileName), lists
+// the addresses the running gateway listens on, one "name=value" per line
+// (ssh, http, pid), so scripts find random ports.
+const AddrFile = "sbx.addr"
 
 // DrainTimeout is how long sessions and requests may finish after SIGTERM;
 // then they are cut. It leaves a second of the 5 s stop budget for closing
@@ -268,7 +265,7 @@ var (
 // when it is empty, else PostgreSQL (shared with other gateways).
 func (s *Server) openStore(ctx context.Context) (dataStore, error) {
 	if s.cfg.Store.DSN == "" {
-		st, err := store.Open(ctx, filepath.Join(s.cfg.DataDir, DBFile))
+		st, err := store.Open(ctx, filepath.Join(s.cfg.DataDir, store.FileName))
 		if err != nil {
 			return nil, fmt.Errorf("open store in %s: %w", s.cfg.DataDir, err)
 		}
