@@ -96,9 +96,6 @@ func NewServeCommand(ext Options) *cobra.Command {
 			opts := ext
 			opts.Logger = newLogger(cfg.Log, cmd.ErrOrStderr())
 			warnUnknownEnv(opts.Logger, os.Environ())
-			if opts.Now == nil {
-				opts.Now = time.Now
-			}
 			opts.HomeDir, _ = os.UserHomeDir()
 			return serve(cmd.Context(), cmd.OutOrStdout(), cfg, opts)
 		},
