@@ -243,7 +243,7 @@ func (r *runs) followTurn(ctx context.Context, rec record, self chan struct{}, l
 		if attempt == 0 && live != nil {
 			code, n, err = r.followStream(ctx, rec, parser, live, raw, false, false)
 		} else {
-			code, n, err = r.followOnce(ctx, rec, parser, out, exit, raw)
+			code, n, err = r.followOnce(ctx, rec, parser, out, exit, raw, false)
 		}
 		raw += n
 		if err == nil {
@@ -274,13 +274,9 @@ func (r *runs) followTurn(ctx context.Context, rec record, self chan struct{}, l
 }
 
 // followOnce streams from raw; it returns the agent's exit code, how many
-// raw bytes it consumed, and an error when the stream broke first.
-func (r *runs) followOnce(ctx context.Context, rec record, parser parser, out, exit string, raw int64) (int, int64, error) {
-	return r.followOnceAs(ctx, rec, parser, out, exit, raw, false)
-}
-
-// followOnceAs is followOnce; a mirror only copies into this gateway's log.
-func (r *runs) followOnceAs(ctx context.Context, rec record, parser parser, out, exit string, raw int64, mirror bool) (int, int64, error) {
+// raw bytes it consumed, and an error when the stream broke first. A
+// mirror only copies into this gateway's log.
+func (r *runs) followOnce(ctx context.Context, rec record, parser parser, out, exit string, raw int64, mirror bool) (int, int64, error) {
 	proc, err := r.vm.Exec(ctx, rec.VM, agent.ExecRequest{
 		Argv: []string{guestSBX, "box", "follow", "--exit", exit, "--from", strconv.FormatInt(raw, 10), out},
 	})
