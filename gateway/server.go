@@ -55,18 +55,21 @@ type Options struct {
 	Now func() time.Time
 	// HomeDir is searched for ~/.ssh/*.pub when no admin keys are given.
 	HomeDir string
-	// SSHCommands are commands of the operator's own for the SSH front
-	// (sshd.Options.ExtraCommands).
+	// SSHCommands are extra commands for the SSH front
+	// (sshd.Options.ExtraCommands): tests bring theirs here; the shipped
+	// binary sets none.
 	SSHCommands func(sess ssh.Session) []*cobra.Command
-	// HTTPRoutes are handlers of the operator's own for the HTTP front
-	// (web.Options.ExtraRoutes).
+	// HTTPRoutes are extra handlers for the HTTP front
+	// (web.Options.ExtraRoutes): tests bring theirs here; the shipped
+	// binary sets none.
 	HTTPRoutes map[string]http.Handler
 	// GuestBinary is the static guest binary boxes boot (init, agent,
 	// hooks) and QEMU runs per guest connection; "" means sbx-guest next
 	// to this executable, else this executable.
 	GuestBinary string
 	// Egress adjusts the boxes' way out beyond the configuration (no flag,
-	// no key): for a gateway embedded in a larger program.
+	// no key): tests bring their trust and resolver here; the shipped
+	// binary sets none.
 	Egress Egress
 }
 
