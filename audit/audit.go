@@ -47,7 +47,8 @@ const (
 	MaxLimit     = 10000
 )
 
-// Store is the storage audit needs; store.SQLite implements it.
+// Store is the storage audit needs; store.Store implements it (both
+// dialects).
 type Store interface {
 	InsertAudit(ctx context.Context, e Entry) (int64, error)
 	ListAudit(ctx context.Context, f Filter) ([]Entry, error)

@@ -49,7 +49,7 @@ func (f *Fleet) answer(ctx context.Context, caller keys.Actor, name, text string
 	}
 	res, err := f.answerLocked(ctx, caller, &rec, t, force)
 	if err != nil {
-		f.audit.Finish(ctx, f.entry(caller, "box.answer", name), err, "error")
+		f.audit.Finish(ctx, f.entry(caller, "box.answer", name), err, audit.ResultError)
 		return AnswerResult{}, f.safeErr(err)
 	}
 	res.Box, err = f.view(ctx, rec)
@@ -165,7 +165,7 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	proc, err := f.vm.Exec(actx, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: p.sideArgv(q, session), Dir: strings.TrimPrefix(strings.TrimPrefix(workDir(rec), "/workspace"), "/"), Env: append(f.runs.agentEnv(rec), "SBX_LANE="+hooks.SideLane)})
 	e := f.entry(caller, "box.ask", name)
 	if err != nil {
-		f.audit.Finish(ctx, e, err, "error")
+		f.audit.Finish(ctx, e, err, audit.ResultError)
 		return redact.Safe{}, f.safeErr(err)
 	}
 	proc.Stdin().Close()
@@ -174,13 +174,13 @@ func (f *Fleet) ask(ctx context.Context, caller keys.Actor, name, question strin
 	w := f.red.NewWriter(&text)
 	go drain(proc.Stderr())
 	if err := scanLines(proc.Stdout(), func(line []byte) { w.Write([]byte(parser.line(line))) }); err != nil {
-		f.audit.Finish(ctx, e, err, "error")
+		f.audit.Finish(ctx, e, err, audit.ResultError)
 		return redact.Safe{}, f.safeErr(err)
 	}
 	w.Close()
 	st, err := proc.Wait()
 	if err != nil {
-		f.audit.Finish(ctx, e, err, "error")
+		f.audit.Finish(ctx, e, err, audit.ResultError)
 		return redact.Safe{}, f.safeErr(err)
 	}
 	if st.Code != 0 {
@@ -250,7 +250,7 @@ func (f *Fleet) exec(ctx context.Context, caller keys.Actor, name string, req Ex
 	e := f.entry(caller, "box.exec", name)
 	e.Detail = firstWord(req.Argv) + " as " + execUserName(req.User)
 	if err != nil {
-		f.audit.Finish(ctx, e, err, "error")
+		f.audit.Finish(ctx, e, err, audit.ResultError)
 		return nil, f.safeErr(fmt.Errorf("exec in box %q: %w", name, err))
 	}
 	_ = f.audit.Record(ctx, e)

@@ -4,39 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"time"
 
 	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/agent"
 )
-
-// Machines is what the core needs of the machines under the boxes: the
-// one vm.Manager, whichever backend runs them (on a cluster every gateway
-// sees every box).
-type Machines interface {
-	Create(ctx context.Context, name string, spec vm.Spec) (vm.Box, error)
-	Start(ctx context.Context, name string) (vm.Box, error)
-	Sleep(ctx context.Context, name string) (vm.Box, error)
-	Wake(ctx context.Context, name string) (vm.Box, error)
-	Destroy(ctx context.Context, name string) error
-	Get(name string) (vm.Box, error)
-	List() []vm.Box
-	Events(ctx context.Context) <-chan vm.Event
-	Stats(ctx context.Context, name string) (vm.Stats, error)
-	Exec(ctx context.Context, name string, req agent.ExecRequest) (*agent.Process, error)
-	Stat(ctx context.Context, name, path string) (agent.FileInfo, error)
-	ReadDir(ctx context.Context, name, path string) ([]agent.FileInfo, error)
-	ReadFile(ctx context.Context, name, path string) (io.ReadCloser, error)
-	WriteFile(ctx context.Context, name, path string, mode fs.FileMode, r io.Reader) error
-	MkdirAll(ctx context.Context, name, path string, mode fs.FileMode) error
-	Remove(ctx context.Context, name, path string) error
-	TarIn(ctx context.Context, name, dir string, r io.Reader) error
-}
-
-var _ Machines = (*vm.Manager)(nil)
 
 // Cluster is what several gateways sharing one database need from it
 // (store/postgres has it): leases, so something every gateway notices is
@@ -95,12 +67,20 @@ func (l *leases) once(ctx context.Context, key string, ttl time.Duration) bool {
 	if l.cluster == nil {
 		return true
 	}
-	ok, err := l.cluster.TryLease(ctx, key, l.id, ttl)
-	if err != nil {
-		l.log.Warn("lease", "lease", key, "err", err)
-		return false
+	return LeaseOnce(l.cluster, l.id, l.log)(ctx, key, ttl)
+}
+
+// LeaseOnce is the vm.Once of gateway id among c's: it acts on key when it
+// takes or holds key's lease; a lease it cannot ask for is a no (logged).
+func LeaseOnce(c Cluster, id string, log *slog.Logger) vm.Once {
+	return func(ctx context.Context, key string, ttl time.Duration) bool {
+		ok, err := c.TryLease(ctx, key, id, ttl)
+		if err != nil {
+			log.Warn("lease", "lease", key, "err", err)
+			return false
+		}
+		return ok
 	}
-	return ok
 }
 
 // lockBox takes the box's lock across gateways (a lease), waiting up to

@@ -33,6 +33,12 @@ type files struct {
 // answer ErrConflict on a sleeping one, so listing or fetching a file
 // changes no box's state.
 func (ws *files) withMachine(ctx context.Context, caller keys.Actor, name string, fn func(vmName string) error) error {
+	return ws.withRecord(ctx, caller, name, func(rec record) error { return fileErr(fn(rec.VM)) })
+}
+
+// withRecord runs fn on the record of an awake box, under its lock, and
+// redacts what fails.
+func (ws *files) withRecord(ctx context.Context, caller keys.Actor, name string, fn func(rec record) error) error {
 	rec, lock, err := ws.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return ws.red.Error(err)
@@ -41,7 +47,16 @@ func (ws *files) withMachine(ctx context.Context, caller keys.Actor, name string
 	if err := awake(rec); err != nil {
 		return ws.red.Error(err)
 	}
-	return ws.red.Error(fileErr(fn(rec.VM)))
+	return ws.red.Error(fn(rec))
+}
+
+// audited records e for an action that ended with err and returns err.
+func (ws *files) audited(ctx context.Context, e audit.Entry, err error) error {
+	if err != nil {
+		ws.audit.Finish(ctx, e, err, audit.ResultError)
+		return err
+	}
+	return ws.audit.Record(ctx, e)
 }
 
 // fileErr maps the vm's file errors to the core's: whatever the caller can
@@ -180,12 +195,7 @@ func (r readCloser) Close() error { return r.c.Close() }
 
 func (ws *files) writeFile(ctx context.Context, caller keys.Actor, name, path string, mode fs.FileMode, r io.Reader) error {
 	err := ws.withMachine(ctx, caller, name, func(m string) error { return ws.vm.WriteFile(ctx, m, path, mode, r) })
-	e := caller.Entry(ws.now(), "box.write", name+":"+path)
-	if err != nil {
-		ws.audit.Finish(ctx, e, err, "error")
-		return err
-	}
-	return ws.audit.Record(ctx, e)
+	return ws.audited(ctx, caller.Entry(ws.now(), "box.write", name+":"+path), err)
 }
 
 func (ws *files) mkdirAll(ctx context.Context, caller keys.Actor, name, path string, mode fs.FileMode) error {
@@ -194,12 +204,7 @@ func (ws *files) mkdirAll(ctx context.Context, caller keys.Actor, name, path str
 
 func (ws *files) remove(ctx context.Context, caller keys.Actor, name, path string) error {
 	err := ws.withMachine(ctx, caller, name, func(m string) error { return ws.vm.Remove(ctx, m, path) })
-	e := caller.Entry(ws.now(), "box.remove", name+":"+path)
-	if err != nil {
-		ws.audit.Finish(ctx, e, err, "error")
-		return err
-	}
-	return ws.audit.Record(ctx, e)
+	return ws.audited(ctx, caller.Entry(ws.now(), "box.remove", name+":"+path), err)
 }
 
 // diffScript prints, for one repo, the numstat and then the patch against
@@ -225,48 +230,46 @@ git diff --cached --no-renames --no-color --no-ext-diff "$2"
 const maxPatch = 8 << 20
 
 func (ws *files) diff(ctx context.Context, caller keys.Actor, name string) (Diff, error) {
-	rec, lock, err := ws.locks.lockBox(ctx, caller, name)
-	if err != nil {
-		return Diff{}, ws.red.Error(err)
-	}
-	defer lock.Unlock()
 	// A diff only reads: a sleeping box stays asleep and says so.
-	if err := awake(rec); err != nil {
-		return Diff{}, ws.red.Error(err)
-	}
 	d := Diff{Files: []FileStat{}}
 	var patch strings.Builder
-	for _, r := range rec.Repos {
-		out, err := run(ctx, ws.vm, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: []string{"/bin/sh", "-c", diffScript, "sh", "/workspace/" + r.Dir, r.Base}})
-		var exit *exitError
-		if errors.As(err, &exit) {
-			// The repo in the box is gone or broken (the agent or a user
-			// removed it): the box's state, not a fault of sbx.
-			return Diff{}, ws.red.Error(fmt.Errorf("diff of %s: the repo in the box cannot be diffed (%s): %w", r.Name, lastLine(out), ErrConflict))
-		}
-		if err != nil {
-			return Diff{}, ws.red.Error(fmt.Errorf("diff of %s: %w", r.Name, vmErr(err)))
-		}
-		stat, p, _ := strings.Cut(out, "\x00")
-		for _, line := range strings.Split(strings.TrimSpace(stat), "\n") {
-			parts := strings.SplitN(line, "\t", 3)
-			if len(parts) != 3 {
-				continue
+	err := ws.withRecord(ctx, caller, name, func(rec record) error {
+		for _, r := range rec.Repos {
+			out, err := run(ctx, ws.vm, rec.VM, agent.ExecRequest{User: agent.AgentUser, Argv: []string{"/bin/sh", "-c", diffScript, "sh", "/workspace/" + r.Dir, r.Base}})
+			var exit *exitError
+			if errors.As(err, &exit) {
+				// The repo in the box is gone or broken (the agent or a user
+				// removed it): the box's state, not a fault of sbx.
+				return fmt.Errorf("diff of %s: the repo in the box cannot be diffed (%s): %w", r.Name, lastLine(out), ErrConflict)
 			}
-			st := FileStat{Path: ws.red.String(r.Dir + "/" + parts[2])}
-			if parts[0] == "-" {
-				st.Binary = true
-			} else {
-				st.Added, _ = strconv.Atoi(parts[0])
-				st.Deleted, _ = strconv.Atoi(parts[1])
+			if err != nil {
+				return fmt.Errorf("diff of %s: %w", r.Name, vmErr(err))
 			}
-			d.Files = append(d.Files, st)
+			stat, p, _ := strings.Cut(out, "\x00")
+			for _, line := range strings.Split(strings.TrimSpace(stat), "\n") {
+				parts := strings.SplitN(line, "\t", 3)
+				if len(parts) != 3 {
+					continue
+				}
+				st := FileStat{Path: ws.red.String(r.Dir + "/" + parts[2])}
+				if parts[0] == "-" {
+					st.Binary = true
+				} else {
+					st.Added, _ = strconv.Atoi(parts[0])
+					st.Deleted, _ = strconv.Atoi(parts[1])
+				}
+				d.Files = append(d.Files, st)
+			}
+			// Prefix paths with the repo's directory so patches of several
+			// repos stay apart.
+			p = strings.NewReplacer("\n--- a/", "\n--- a/"+r.Dir+"/", "\n+++ b/", "\n+++ b/"+r.Dir+"/",
+				"diff --git a/", "diff --git a/"+r.Dir+"/", " b/", " b/"+r.Dir+"/").Replace(p)
+			patch.WriteString(p)
 		}
-		// Prefix paths with the repo's directory so patches of several
-		// repos stay apart.
-		p = strings.NewReplacer("\n--- a/", "\n--- a/"+r.Dir+"/", "\n+++ b/", "\n+++ b/"+r.Dir+"/",
-			"diff --git a/", "diff --git a/"+r.Dir+"/", " b/", " b/"+r.Dir+"/").Replace(p)
-		patch.WriteString(p)
+		return nil
+	})
+	if err != nil {
+		return Diff{}, err
 	}
 	text := patch.String()
 	if len(text) > maxPatch {

@@ -9,21 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/guest/boxcmd"
 )
-
-// The core, the hooks and the guest helpers agree on the control files.
-func TestControlFilesAgree(t *testing.T) {
-	if questionFile != hooks.QuestionFile {
-		t.Errorf("fleet question file %q, hooks %q", questionFile, hooks.QuestionFile)
-	}
-	if out, _ := turnFiles(3); out != boxcmd.TurnDir+"/3.out" {
-		t.Errorf("turn output %q outside %s", out, boxcmd.TurnDir)
-	}
-}
 
 func TestValidRef(t *testing.T) {
 	for _, ok := range []string{"", "main", "v1.2.3", "feature/x-y", "0123abcd", "release_2026"} {

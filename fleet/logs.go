@@ -361,14 +361,14 @@ func (l *logs) mirror(name string) <-chan struct{} {
 			}
 			r := rec
 			r.Turn = turn
-			code, _, err := l.runs.followOnceAs(ctx, r, parser, out, exit, from, true)
+			code, _, err := l.runs.followOnce(ctx, r, parser, out, exit, from, true)
 			if err != nil {
 				if ctx.Err() == nil {
 					l.log.Warn("mirror a box's log", "box", name, "turn", turn, "err", err)
 				}
 				return
 			}
-			_ = l.at(name, turn, logEnd, 0, fmt.Sprintf("── turn %d ended: exit %s ──\n", turn, strconv.Itoa(code)))
+			_ = l.at(name, turn, logEnd, 0, turnEndLine(turn, code))
 		}
 	})
 	return done

@@ -222,5 +222,5 @@ func unknownProfile(name string) error {
 }
 
 // questionFile is where the agent writes a question for the operator,
-// relative to /workspace; it must equal hooks.QuestionFile (a test checks).
-const questionFile = ".agent.question"
+// relative to /workspace: the hooks' file.
+const questionFile = hooks.QuestionFile

@@ -52,6 +52,21 @@ func turnFiles(turn int) (out, exit string) {
 	return base + ".out", base + ".exit"
 }
 
+// turnStatus says how a turn's agent ended: its exit code, or -1 for lost.
+func turnStatus(code int) string {
+	if code == -1 {
+		return "lost (the box's agent could not be followed)"
+	}
+	return "exit " + strconv.Itoa(code)
+}
+
+// turnEndLine is the log line that ends a turn. The follower and every
+// gateway's mirror write it, and their copies of the log must be the same
+// bytes.
+func turnEndLine(turn, code int) string {
+	return fmt.Sprintf("── turn %d ended: %s ──\n", turn, turnStatus(code))
+}
+
 // workDir is where the agent starts: the repo when there is one.
 func workDir(rec record) string {
 	if len(rec.Repos) == 1 {
@@ -228,7 +243,7 @@ func (r *runs) followTurn(ctx context.Context, rec record, self chan struct{}, l
 		if attempt == 0 && live != nil {
 			code, n, err = r.followStream(ctx, rec, parser, live, raw, false, false)
 		} else {
-			code, n, err = r.followOnce(ctx, rec, parser, out, exit, raw)
+			code, n, err = r.followOnce(ctx, rec, parser, out, exit, raw, false)
 		}
 		raw += n
 		if err == nil {
@@ -259,13 +274,9 @@ func (r *runs) followTurn(ctx context.Context, rec record, self chan struct{}, l
 }
 
 // followOnce streams from raw; it returns the agent's exit code, how many
-// raw bytes it consumed, and an error when the stream broke first.
-func (r *runs) followOnce(ctx context.Context, rec record, parser parser, out, exit string, raw int64) (int, int64, error) {
-	return r.followOnceAs(ctx, rec, parser, out, exit, raw, false)
-}
-
-// followOnceAs is followOnce; a mirror only copies into this gateway's log.
-func (r *runs) followOnceAs(ctx context.Context, rec record, parser parser, out, exit string, raw int64, mirror bool) (int, int64, error) {
+// raw bytes it consumed, and an error when the stream broke first. A
+// mirror only copies into this gateway's log.
+func (r *runs) followOnce(ctx context.Context, rec record, parser parser, out, exit string, raw int64, mirror bool) (int, int64, error) {
 	proc, err := r.vm.Exec(ctx, rec.VM, agent.ExecRequest{
 		Argv: []string{guestSBX, "box", "follow", "--exit", exit, "--from", strconv.FormatInt(raw, 10), out},
 	})
@@ -427,11 +438,8 @@ func (r *runs) endTurn(ctx context.Context, name string, turn, code int, parser 
 		rec.Session = s
 	}
 	rec.CostUSD += parser.cost()
-	status := "exit " + strconv.Itoa(code)
-	if code == -1 {
-		status = "lost (the box's agent could not be followed)"
-	}
-	_ = r.logs.at(name, turn, logEnd, 0, fmt.Sprintf("── turn %d ended: %s ──\n", turn, status))
+	status := turnStatus(code)
+	_ = r.logs.at(name, turn, logEnd, 0, turnEndLine(turn, code))
 	if q := r.question(bg, rec); q != "" {
 		rec.Question = q
 		if err := r.records.transition(bg, &rec, Waiting, system(), "box.question", ""); err != nil {

@@ -150,6 +150,9 @@ func shownURL(u *url.URL) string {
 	return out
 }
 
+// sortedKeys lists m's keys in order, never nil: an MCP server without
+// headers shows "headers": [] in JSON, not null (slices.Sorted(maps.Keys(m))
+// is nil for an empty map).
 func sortedKeys(m map[string]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

@@ -78,10 +78,10 @@ func NewConfigCommand() *cobra.Command {
 	return cmd
 }
 
-// NewServeCommand returns `sbx serve`. ext are the process-level choices
-// of a program that embeds the gateway (a clock, extra SSH commands and
-// HTTP routes, egress); the shipped binary passes none. The command sets
-// the logger and the home directory.
+// NewServeCommand returns `sbx serve`. ext are process-level choices only
+// tests make (a clock, extra SSH commands and HTTP routes, egress); the
+// shipped binary passes none. The command sets the logger and the home
+// directory.
 func NewServeCommand(ext Options) *cobra.Command {
 	var f configFlags
 	cmd := &cobra.Command{
@@ -96,9 +96,6 @@ func NewServeCommand(ext Options) *cobra.Command {
 			opts := ext
 			opts.Logger = newLogger(cfg.Log, cmd.ErrOrStderr())
 			warnUnknownEnv(opts.Logger, os.Environ())
-			if opts.Now == nil {
-				opts.Now = time.Now
-			}
 			opts.HomeDir, _ = os.UserHomeDir()
 			return serve(cmd.Context(), cmd.OutOrStdout(), cfg, opts)
 		},

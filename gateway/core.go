@@ -25,7 +25,7 @@ import (
 type core struct {
 	accounts *accounts.Service
 	red      *redact.Redactor
-	vm       machines
+	vm       *vm.Manager
 	fleet    *fleet.Fleet
 	net      *network
 	sealer   *seal.Sealer
@@ -35,12 +35,6 @@ type core struct {
 	// why is set when the gateway runs without boxes (vm.backend none, or
 	// QEMU/kernel missing): the fronts say it.
 	why string
-}
-
-// machines is the vm.Manager, whichever backend runs the boxes.
-type machines interface {
-	fleet.Machines
-	Close() error
 }
 
 // startCore builds the core. A host that cannot run boxes still serves
@@ -98,13 +92,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		// What every gateway sharing the records notices (a cluster's boxes)
 		// is done by the lease holder.
 		id = gatewayID()
-		vc.Once = func(ctx context.Context, key string, ttl time.Duration) bool {
-			ok, err := s.shared.TryLease(ctx, key, id, ttl)
-			if err != nil {
-				s.log.Warn("lease", "lease", key, "err", err)
-			}
-			return ok && err == nil
-		}
+		vc.Once = fleet.LeaseOnce(s.shared, id, s.log)
 	}
 	vc.Logger = s.log.With("part", "vm")
 	s.core.vm, err = vm.New(ctx, vc)

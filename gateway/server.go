@@ -38,13 +38,10 @@ import (
 	"sbx.dev/sbx/store/postgres"
 )
 
-// DBFile and AddrFile live in the data dir.
-const (
-	DBFile = "sbx.db"
-	// AddrFile lists the addresses the running gateway listens on, one
-	// "name=value" per line (ssh, http, pid), so scripts find random ports.
-	AddrFile = "sbx.addr"
-)
+// AddrFile, in the data dir beside the database (store.FileName), lists
+// the addresses the running gateway listens on, one "name=value" per line
+// (ssh, http, pid), so scripts find random ports.
+const AddrFile = "sbx.addr"
 
 // DrainTimeout is how long sessions and requests may finish after SIGTERM;
 // then they are cut. It leaves a second of the 5 s stop budget for closing
@@ -58,18 +55,21 @@ type Options struct {
 	Now func() time.Time
 	// HomeDir is searched for ~/.ssh/*.pub when no admin keys are given.
 	HomeDir string
-	// SSHCommands are commands of the operator's own for the SSH front
-	// (sshd.Options.ExtraCommands).
+	// SSHCommands are extra commands for the SSH front
+	// (sshd.Options.ExtraCommands): tests bring theirs here; the shipped
+	// binary sets none.
 	SSHCommands func(sess ssh.Session) []*cobra.Command
-	// HTTPRoutes are handlers of the operator's own for the HTTP front
-	// (web.Options.ExtraRoutes).
+	// HTTPRoutes are extra handlers for the HTTP front
+	// (web.Options.ExtraRoutes): tests bring theirs here; the shipped
+	// binary sets none.
 	HTTPRoutes map[string]http.Handler
 	// GuestBinary is the static guest binary boxes boot (init, agent,
 	// hooks) and QEMU runs per guest connection; "" means sbx-guest next
 	// to this executable, else this executable.
 	GuestBinary string
 	// Egress adjusts the boxes' way out beyond the configuration (no flag,
-	// no key): for a gateway embedded in a larger program.
+	// no key): tests bring their trust and resolver here; the shipped
+	// binary sets none.
 	Egress Egress
 }
 
@@ -246,8 +246,9 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 	return s, nil
 }
 
-// dataStore is everything the gateway keeps in its database; store.SQLite
-// and postgres.Store both are one.
+// dataStore is everything the gateway keeps in its database: one
+// store.Store over either dialect (store.SQLite and postgres.Store embed it,
+// and add what their database alone has).
 type dataStore interface {
 	keys.Store
 	keys.WebStore
@@ -267,7 +268,7 @@ var (
 // when it is empty, else PostgreSQL (shared with other gateways).
 func (s *Server) openStore(ctx context.Context) (dataStore, error) {
 	if s.cfg.Store.DSN == "" {
-		st, err := store.Open(ctx, filepath.Join(s.cfg.DataDir, DBFile))
+		st, err := store.Open(ctx, filepath.Join(s.cfg.DataDir, store.FileName))
 		if err != nil {
 			return nil, fmt.Errorf("open store in %s: %w", s.cfg.DataDir, err)
 		}

@@ -101,12 +101,12 @@ func (a Actor) Entry(at time.Time, action, target string) audit.Entry {
 	}
 }
 
-// Store is the storage keys needs; store.SQLite implements it. Methods that
-// guard an invariant across rows (last enabled admin, unique fingerprint) do
-// the check and the write in one transaction and report the keys sentinel
-// errors (ErrNotFound, ErrExists, ErrLastAdmin) wrapped with detail. Every
-// state-changing method takes the audit row describing its success and
-// commits it in the same transaction as the change.
+// Store is the storage keys needs; store.Store implements it (both dialects).
+// Methods that guard an invariant across rows (last enabled admin, unique
+// fingerprint) do the check and the write in one transaction and report the
+// keys sentinel errors (ErrNotFound, ErrExists, ErrLastAdmin) wrapped with
+// detail. Every state-changing method takes the audit row describing its
+// success and commits it in the same transaction as the change.
 type Store interface {
 	// CreateUser inserts u and its keys atomically and returns u with its ID.
 	CreateUser(ctx context.Context, u User, keys []Key, rec audit.Entry) (User, error)

@@ -38,8 +38,9 @@ type WebSession struct {
 	Agent    string    // browser User-Agent at login, truncated
 }
 
-// WebStore is the storage login links and web sessions need; store.SQLite
-// implements it. Each state-changing method commits rec with the change.
+// WebStore is the storage login links and web sessions need; store.Store
+// implements it (both dialects). Each state-changing method commits rec with
+// the change.
 type WebStore interface {
 	CreateLoginLink(ctx context.Context, user string, hash []byte, created, expires time.Time, rec audit.Entry) error
 	// UseLoginLink marks the unused, unexpired link with hash as used and

@@ -6,22 +6,18 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"time"
 
 	"sbx.dev/sbx/vm/agent"
 )
 
-// AgentOps is what the Manager does through a box's agent once it has a
-// live client for it.
-type AgentOps struct {
-	// Client returns a live agent client for a running box, or why not.
-	Client func(ctx context.Context, name string) (*agent.Client, error)
-}
+// What the Manager does through a box's agent: its file calls, Exec and
+// Watch, each through the box's live client (m.agent), and the session
+// every boot or wake opens.
 
 // Exec starts a process in a running box.
-func (a AgentOps) Exec(ctx context.Context, name string, req agent.ExecRequest) (*agent.Process, error) {
-	c, err := a.Client(ctx, name)
+func (m *Manager) Exec(ctx context.Context, name string, req agent.ExecRequest) (*agent.Process, error) {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -29,8 +25,8 @@ func (a AgentOps) Exec(ctx context.Context, name string, req agent.ExecRequest) 
 }
 
 // Stat describes path under the box's /workspace.
-func (a AgentOps) Stat(ctx context.Context, name, path string) (agent.FileInfo, error) {
-	c, err := a.Client(ctx, name)
+func (m *Manager) Stat(ctx context.Context, name, path string) (agent.FileInfo, error) {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return agent.FileInfo{}, err
 	}
@@ -38,8 +34,8 @@ func (a AgentOps) Stat(ctx context.Context, name, path string) (agent.FileInfo, 
 }
 
 // ReadDir lists a directory under the box's /workspace.
-func (a AgentOps) ReadDir(ctx context.Context, name, path string) ([]agent.FileInfo, error) {
-	c, err := a.Client(ctx, name)
+func (m *Manager) ReadDir(ctx context.Context, name, path string) ([]agent.FileInfo, error) {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -47,8 +43,8 @@ func (a AgentOps) ReadDir(ctx context.Context, name, path string) ([]agent.FileI
 }
 
 // ReadFile streams a file from the box's /workspace.
-func (a AgentOps) ReadFile(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	c, err := a.Client(ctx, name)
+func (m *Manager) ReadFile(ctx context.Context, name, path string) (io.ReadCloser, error) {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -56,8 +52,8 @@ func (a AgentOps) ReadFile(ctx context.Context, name, path string) (io.ReadClose
 }
 
 // WriteFile writes r to path under the box's /workspace.
-func (a AgentOps) WriteFile(ctx context.Context, name, path string, mode fs.FileMode, r io.Reader) error {
-	c, err := a.Client(ctx, name)
+func (m *Manager) WriteFile(ctx context.Context, name, path string, mode fs.FileMode, r io.Reader) error {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -65,8 +61,8 @@ func (a AgentOps) WriteFile(ctx context.Context, name, path string, mode fs.File
 }
 
 // MkdirAll creates a directory path under the box's /workspace.
-func (a AgentOps) MkdirAll(ctx context.Context, name, path string, mode fs.FileMode) error {
-	c, err := a.Client(ctx, name)
+func (m *Manager) MkdirAll(ctx context.Context, name, path string, mode fs.FileMode) error {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -74,8 +70,8 @@ func (a AgentOps) MkdirAll(ctx context.Context, name, path string, mode fs.FileM
 }
 
 // Remove deletes path under the box's /workspace.
-func (a AgentOps) Remove(ctx context.Context, name, path string) error {
-	c, err := a.Client(ctx, name)
+func (m *Manager) Remove(ctx context.Context, name, path string) error {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -83,8 +79,8 @@ func (a AgentOps) Remove(ctx context.Context, name, path string) error {
 }
 
 // TarOut streams path under /workspace as a tar archive.
-func (a AgentOps) TarOut(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	c, err := a.Client(ctx, name)
+func (m *Manager) TarOut(ctx context.Context, name, path string) (io.ReadCloser, error) {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +88,8 @@ func (a AgentOps) TarOut(ctx context.Context, name, path string) (io.ReadCloser,
 }
 
 // TarIn unpacks a tar archive into dir under /workspace.
-func (a AgentOps) TarIn(ctx context.Context, name, dir string, r io.Reader) error {
-	c, err := a.Client(ctx, name)
+func (m *Manager) TarIn(ctx context.Context, name, dir string, r io.Reader) error {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -101,23 +97,18 @@ func (a AgentOps) TarIn(ctx context.Context, name, dir string, r io.Reader) erro
 }
 
 // Watch reports changes of path under /workspace until ctx ends.
-func (a AgentOps) Watch(ctx context.Context, name, path string) (<-chan agent.WatchEvent, error) {
-	c, err := a.Client(ctx, name)
+func (m *Manager) Watch(ctx context.Context, name, path string) (<-chan agent.WatchEvent, error) {
+	c, err := m.agent(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	return c.Watch(ctx, path)
 }
 
-// Connector opens a stream to a box's agent port (vm.Backend has it).
-type Connector interface {
-	Connect(ctx context.Context, name string) (net.Conn, error)
-}
-
-// DialAgent opens an agent session to a box through c (the handshake
-// included); its caller owns the client.
-func DialAgent(ctx context.Context, c Connector, name string) (*agent.Client, error) {
-	conn, err := c.Connect(ctx, name)
+// dialAgent opens an agent session to a box through the backend (the
+// handshake included); its caller owns the client.
+func (m *Manager) dialAgent(ctx context.Context, name string) (*agent.Client, error) {
+	conn, err := m.backend.Connect(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("connect agent: %w", err)
 	}
@@ -129,15 +120,18 @@ func DialAgent(ctx context.Context, c Connector, name string) (*agent.Client, er
 	return cl, nil
 }
 
-// ReadyAgent is what a manager does after every boot or wake: a session to
-// the box's agent that has set the guest's clock and reseeded its entropy
-// (a restored snapshot has stale copies of both). The two go on their own
-// streams at once, so a wake waits for the slower only; their answers are
-// the proof of life.
-func ReadyAgent(ctx context.Context, c Connector, name string) (*agent.Client, error) {
-	cl, err := DialAgent(ctx, c, name)
+// readyAgent waits for the agent of a just launched machine (every boot or
+// wake), then sets the guest's clock and reseeds its entropy (a restored
+// snapshot has stale copies of both), and keeps the session as e's client.
+// The two go on their own streams at once, so a wake waits for the slower
+// only; their answers are the proof of life.
+func (m *Manager) readyAgent(ctx context.Context, name string, e *entry) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
+	defer cancel()
+	m.dropClient(e)
+	cl, err := m.dialAgent(ctx, name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	seed := make([]byte, 64)
 	rand.Read(seed)
@@ -146,11 +140,14 @@ func ReadyAgent(ctx context.Context, c Connector, name string) (*agent.Client, e
 	err = cl.Reseed(ctx, seed)
 	if cerr := <-clockErr; cerr != nil {
 		cl.Close()
-		return nil, fmt.Errorf("agent set clock: %w", cerr)
+		return fmt.Errorf("agent set clock: %w", cerr)
 	}
 	if err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("agent reseed: %w", err)
+		return fmt.Errorf("agent reseed: %w", err)
 	}
-	return cl, nil
+	m.mu.Lock()
+	e.client = cl
+	m.mu.Unlock()
+	return nil
 }

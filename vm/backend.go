@@ -15,7 +15,8 @@ type Backend interface {
 	// this host's record files, through LocalRecords; Kubernetes: the
 	// claims every gateway of the cluster shares). It tells f of what the
 	// Manager must act on and asks once before acting on what every
-	// gateway sharing the records sees.
+	// gateway sharing the records sees. once is never nil: vm.New turns a
+	// nil Config.Once into one that always acts.
 	Records(ctx context.Context, f Follower, once Once) (Records, error)
 }
 
@@ -55,7 +56,7 @@ type WakeResult struct {
 
 // Once says whether this gateway acts on key, something every gateway
 // sharing the records sees (a max duration reached, a machine that ended
-// on its own): a cluster's lease, held for ttl. nil: always act.
+// on its own): a cluster's lease, held for ttl.
 type Once func(ctx context.Context, key string, ttl time.Duration) bool
 
 // Records is a Manager's state authority: where the box records live, as

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// EventHub fans box state changes out to a Manager's subscribers. Each subscriber has a buffer of 256
+// eventHub fans box state changes out to a Manager's subscribers. Each subscriber has a buffer of 256
 // events; one that falls further behind loses the surplus (logged), never
 // the emitter.
-type EventHub struct {
+type eventHub struct {
 	log    *slog.Logger
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -23,14 +23,14 @@ type subscriber struct {
 	dropped int
 }
 
-// NewEventHub returns a hub that logs dropped events to log.
-func NewEventHub(log *slog.Logger) *EventHub {
-	return &EventHub{log: log, subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
+// newEventHub returns a hub that logs dropped events to log.
+func newEventHub(log *slog.Logger) *eventHub {
+	return &eventHub{log: log, subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
 }
 
 // Subscribe streams events until ctx ends or the hub closes; the channel is
 // closed then.
-func (h *EventHub) Subscribe(ctx context.Context) <-chan Event {
+func (h *eventHub) Subscribe(ctx context.Context) <-chan Event {
 	s := &subscriber{ch: make(chan Event, 256)}
 	h.mu.Lock()
 	if h.closed {
@@ -56,7 +56,7 @@ func (h *EventHub) Subscribe(ctx context.Context) <-chan Event {
 }
 
 // Emit sends ev (At now when zero) to every subscriber without blocking.
-func (h *EventHub) Emit(ev Event) {
+func (h *eventHub) Emit(ev Event) {
 	if ev.At.IsZero() {
 		ev.At = time.Now().UTC()
 	}
@@ -73,7 +73,7 @@ func (h *EventHub) Emit(ev Event) {
 }
 
 // Close ends every subscription; later ones get a closed channel.
-func (h *EventHub) Close() {
+func (h *eventHub) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {

@@ -40,9 +40,6 @@ type Config struct {
 // box are serialised (gateways sharing records do not lock each other out:
 // the fleet above takes a lease where that matters).
 type Manager struct {
-	// AgentOps: Exec, the file calls and Watch, through agent.
-	AgentOps
-
 	backend Backend
 	records Records
 	cfg     Config
@@ -51,7 +48,7 @@ type Manager struct {
 	cancel  context.CancelFunc
 	started chan struct{} // closed once records is set
 	wg      sync.WaitGroup
-	events  *EventHub
+	events  *eventHub
 
 	mu     sync.Mutex
 	boxes  map[string]*entry
@@ -87,8 +84,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{backend: cfg.Backend, cfg: cfg, log: log, ctx: mctx, cancel: cancel,
-		started: make(chan struct{}), boxes: map[string]*entry{}, events: NewEventHub(log)}
-	m.AgentOps = AgentOps{Client: m.agent}
+		started: make(chan struct{}), boxes: map[string]*entry{}, events: newEventHub(log)}
 	records, err := cfg.Backend.Records(ctx, follower{m}, cfg.Once)
 	if err != nil {
 		cancel()
@@ -326,23 +322,6 @@ func (m *Manager) whyDown(ctx context.Context, name string, err error) error {
 		return fmt.Errorf("%w (%v)", err, werr)
 	}
 	return err
-}
-
-// readyAgent waits for the agent of a just launched machine, then sets its
-// clock and reseeds its entropy (a restored snapshot has stale copies of
-// both).
-func (m *Manager) readyAgent(ctx context.Context, name string, e *entry) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
-	defer cancel()
-	m.dropClient(e)
-	c, err := ReadyAgent(ctx, m.backend, name)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	e.client = c
-	m.mu.Unlock()
-	return nil
 }
 
 func (m *Manager) dropClient(e *entry) {
@@ -602,7 +581,7 @@ func (m *Manager) agent(ctx context.Context, name string) (*agent.Client, error)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := DialAgent(cctx, m.backend, name)
+	c, err := m.dialAgent(cctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("box %q: %w", name, err)
 	}

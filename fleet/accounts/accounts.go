@@ -62,8 +62,9 @@ type Record struct {
 	Sealed  []byte
 }
 
-// Store is the storage accounts needs; store.SQLite implements it. Every
-// state-changing method commits its audit row in the same transaction.
+// Store is the storage accounts needs; store.Store implements it (both
+// dialects). Every state-changing method commits its audit row in the same
+// transaction.
 type Store interface {
 	GetUser(ctx context.Context, name string) (keys.User, error)
 	// InsertAccount saves a; the owner's first account becomes the default

@@ -125,19 +125,13 @@ func (s *Service) Identify(ctx context.Context, token string) (Identity, error) 
 		return Identity{}, fmt.Errorf("check the token at %s: %w: %w", api, errkind.Unavailable, err)
 	}
 	defer resp.Body.Close()
-	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests || (code == http.StatusForbidden && resp.Header.Get("X-RateLimit-Remaining") == "0"):
+	if code := resp.StatusCode; code == http.StatusTooManyRequests || (code == http.StatusForbidden && resp.Header.Get("X-RateLimit-Remaining") == "0") {
 		// GitHub answers an exhausted rate limit with 403 too: that says
 		// nothing about the token.
 		return Identity{}, fmt.Errorf("check the token at %s: rate limited (%s); retry later: %w", api, resp.Status, errkind.Unavailable)
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return Identity{}, fmt.Errorf("check the token at %s: %s: %w", api, resp.Status, ErrTokenRejected)
-	case code >= 300 && code < 400:
-		return Identity{}, fmt.Errorf("check the token at %s: redirected to %q; not following with a token: %w", api, resp.Header.Get("Location"), errkind.Unavailable)
-	case code >= 500:
-		return Identity{}, fmt.Errorf("check the token at %s: %s: %w", api, resp.Status, errkind.Unavailable)
-	case code != http.StatusOK:
-		return Identity{}, fmt.Errorf("check the token at %s: unexpected %s", api, resp.Status)
+	}
+	if err := hostRefusal(resp, ""); err != nil {
+		return Identity{}, fmt.Errorf("check the token at %s: %w", api, err)
 	}
 	var body struct {
 		Login string `json:"login"`

@@ -125,20 +125,35 @@ func (s *Service) Probe(ctx context.Context, repo Repo, token string) error {
 	head := make([]byte, 64)
 	n, _ := io.ReadFull(resp.Body, head)
 	head = head[:n]
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("probe %s: %s: %w", repo, resp.Status, ErrTokenRejected)
-	case resp.StatusCode == http.StatusNotFound:
+	if resp.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("probe %s: %w", repo, ErrUnreachable)
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return fmt.Errorf("probe %s: host redirected to %q; not following with a token: %w", repo, resp.Header.Get("Location"), errkind.Unavailable)
-	case resp.StatusCode >= 500:
-		return fmt.Errorf("probe %s: %s from %s: %w", repo, resp.Status, s.host, errkind.Unavailable)
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("probe %s: unexpected %s from %s", repo, resp.Status, s.host)
+	}
+	if err := hostRefusal(resp, " from "+s.host.String()); err != nil {
+		return fmt.Errorf("probe %s: %w", repo, err)
+	}
+	switch {
 	case resp.Header.Get("Content-Type") != "application/x-git-upload-pack-advertisement" ||
 		!strings.Contains(string(head), "# service=git-upload-pack"):
 		return fmt.Errorf("probe %s: %s did not answer as a smart-HTTP git host (Content-Type %q)", repo, s.host, resp.Header.Get("Content-Type"))
+	}
+	return nil
+}
+
+// hostRefusal reads a git host's answer other than 200 OK the same for
+// every call that sends it a token: 401 and 403 reject the token, a
+// redirect is not followed with it, 5xx is the host's own failure
+// (Unavailable), anything else is unexpected; nil for 200. from ends the
+// texts that quote the status (" from <host>", or empty).
+func hostRefusal(resp *http.Response, from string) error {
+	switch code := resp.StatusCode; {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return fmt.Errorf("%s: %w", resp.Status, ErrTokenRejected)
+	case code >= 300 && code < 400:
+		return fmt.Errorf("redirected to %q; not following with a token: %w", resp.Header.Get("Location"), errkind.Unavailable)
+	case code >= 500:
+		return fmt.Errorf("%s%s: %w", resp.Status, from, errkind.Unavailable)
+	case code != http.StatusOK:
+		return fmt.Errorf("unexpected %s%s", resp.Status, from)
 	}
 	return nil
 }

@@ -250,16 +250,10 @@ type Config struct {
 
 	// EgressTrust are forbidden destinations the egress proxy may dial
 	// nonetheless (as PrivateUpstreams are for the MCP relay). No
-	// configuration key sets it: it is for a program that embeds the
-	// gateway and means it, such as a test reaching local servers
-	// (netpolicy.LoopbackTrust); every other forbidden range stays refused.
+	// configuration key sets it and the shipped binary sets none: tests
+	// reaching local servers bring theirs (netpolicy.LoopbackTrust); every
+	// other forbidden range stays refused.
 	EgressTrust []netpolicy.Trust
-}
-
-// egressTrust is what the egress proxy may dial among the forbidden
-// addresses.
-func (c Config) egressTrust() []netpolicy.Trust {
-	return c.EgressTrust
 }
 
 // Server serves the network path of every box.

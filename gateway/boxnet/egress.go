@@ -61,7 +61,7 @@ func (s *Server) decideEgress(ctx context.Context, box, rawHost string, port int
 			port, v.host, netpolicy.Entry{Host: v.host, Port: port})
 		return v
 	}
-	s.resolve(ctx, &v, s.cfg.egressTrust())
+	s.resolve(ctx, &v, s.cfg.EgressTrust)
 	if v.ok {
 		v.reason = "open mode"
 		if listed {

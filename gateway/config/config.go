@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -283,7 +285,7 @@ func Load(src Sources) (Config, error) {
 	if err := applyEnv(&cfg, env); err != nil {
 		return Config{}, err
 	}
-	for _, k := range sortedKeys(src.Flags) {
+	for _, k := range slices.Sorted(maps.Keys(src.Flags)) {
 		f, ok := lookup(k)
 		if !ok {
 			return Config{}, fmt.Errorf("config: unknown key %q", k)
@@ -312,7 +314,7 @@ func decodeYAML(data []byte, cfg *Config) error {
 }
 
 func applyEnv(cfg *Config, env map[string]string) error {
-	for _, name := range sortedKeys(env) {
+	for _, name := range slices.Sorted(maps.Keys(env)) {
 		// An empty variable counts as unset, as SBX_DATA does.
 		if isOtherEnv(name) || env[name] == "" {
 			continue

@@ -276,15 +276,6 @@ func envNames() []string {
 	return append(out, otherEnv...)
 }
 
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // Validate checks every key; the error names the key and the bad value.
 func (c Config) Validate() error {
 	var errs []error

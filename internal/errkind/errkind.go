@@ -86,27 +86,27 @@ func Of(err error) *Kind {
 // for an error of no kind.
 func HTTPStatus(err error) int {
 	if k := Of(err); k != nil {
-		return k.status
+		return k.HTTPStatus()
 	}
 	return 500
 }
 
 // Exit codes of no kind: success, and a failure no kind describes.
 const (
-	ExitOK    = 0
-	ExitOther = 1
+	exitOK    = 0
+	exitOther = 1
 )
 
 // ExitCode is the status a command-line front exits with for err: 0 for
 // nil, its kind's code, 1 for an error of no kind.
 func ExitCode(err error) int {
 	if err == nil {
-		return ExitOK
+		return exitOK
 	}
 	if k := Of(err); k != nil {
-		return k.exit
+		return k.ExitCode()
 	}
-	return ExitOther
+	return exitOther
 }
 
 // New returns a sentinel of kind k with a message of its own: errors.Is

@@ -5,7 +5,8 @@
 //
 // Objects, all in one namespace, named "sbx-" + a DNS-safe form of the box
 // name (see objectName) and labelled sbx.dev/box (that form),
-// sbx.dev/owner (when WithOwner gave one) and app.kubernetes.io/managed-by=sbx:
+// sbx.dev/owner (only when WithOwner gave one: tests do, the gateway does
+// not) and app.kubernetes.io/managed-by=sbx:
 //   - the claim lives from Create to Destroy and carries the box record
 //     (annotation sbx.dev/record, the vm.Box as JSON) so any gateway finds it;
 //   - the Pod lives from Start to Sleep, Kill or Destroy. Its container runs
@@ -249,8 +250,8 @@ func (b *Backend) Close() error {
 type ownerKey struct{}
 
 // WithOwner returns a context under which Create labels the box's objects
-// with owner (sbx.dev/owner). The vm.Manager knows no owners; the core
-// passes one through the context it calls Create with.
+// with owner (sbx.dev/owner). Only tests call it: the vm.Manager knows no
+// owners, and the core, which may not import this package, passes none.
 func WithOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }

@@ -38,9 +38,6 @@ type records struct {
 // Pod whose claim went, while no gateway watched are settled first, each
 // by one gateway.
 func (b *Backend) Records(ctx context.Context, f vm.Follower, once vm.Once) (vm.Records, error) {
-	if once == nil {
-		once = func(context.Context, string, time.Duration) bool { return true }
-	}
 	r := &records{b: b, f: f, once: once, log: b.log,
 		seen: map[string]vm.Box{}, mine: map[string]vm.Box{}, watched: map[string]string{}}
 	// The claims carry the records: every change of one is a possible
