@@ -18,6 +18,7 @@ import (
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/kube"
 	"sbx.dev/sbx/vm/qemu"
+	"sbx.dev/sbx/vm/qemu/host"
 )
 
 // core is what the fronts share besides identities: the GitHub accounts,
@@ -135,7 +136,8 @@ func (s *Server) startCore(ctx context.Context) error {
 func (s *Server) backend(ctx context.Context) (vm.Config, error) {
 	log := s.log.With("part", "vm")
 	if s.cfg.VM.Backend != "kubernetes" {
-		be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.guestBinary(), Logger: log})
+		be, err := qemu.New(ctx, qemu.Config{DataDir: s.cfg.DataDir, Accel: s.cfg.VM.Accel, Init: s.guestBinary(),
+			BuildCache: host.BuildCache(s.cfg.BuildCache), Logger: log})
 		if err != nil {
 			return vm.Config{}, err
 		}

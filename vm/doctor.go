@@ -29,10 +29,11 @@ type Check struct {
 }
 
 // Diagnose checks what boxes need on this host: QEMU, a guest kernel, the
-// accelerator (probing KVM once, cached under dataDir; log hears when the
-// probe starts and ends), busybox, the initramfs tools and the agent image.
-// An error means ctx ended during the probe.
-func Diagnose(ctx context.Context, dataDir string, log *slog.Logger) ([]Check, error) {
+// accelerator (probing KVM once, cached under dataDir and the machine's
+// buildCache; log hears when the probe starts and ends), busybox, the
+// initramfs tools and the agent image. An error means ctx ended during the
+// probe.
+func Diagnose(ctx context.Context, dataDir, buildCache string, log *slog.Logger) ([]Check, error) {
 	var out []Check
 	qemu, err := host.FindQEMU()
 	if err != nil {
@@ -57,7 +58,7 @@ func Diagnose(ctx context.Context, dataDir string, log *slog.Logger) ([]Check, e
 	}
 	if err == nil && kerr == nil {
 		v, err := host.ChooseAccel(ctx, host.ProbeConfig{QEMU: qemu, Kernel: k.Path, Release: k.Release,
-			Cache: filepath.Join(dataDir, "accel.json"), Log: log})
+			Cache: filepath.Join(dataDir, "accel.json"), Shared: host.SharedVerdict(buildCache), Log: log})
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +181,7 @@ func NewDoctorCommand() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "data dir: %s\n", dataDir)
 			// Long steps say so on stderr, keeping stdout the table.
 			progress := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{ReplaceAttr: dropTimeAndLevel}))
-			checks, err := Diagnose(cmd.Context(), dataDir, progress)
+			checks, err := Diagnose(cmd.Context(), dataDir, host.BuildCache(os.Getenv("SBX_CACHE")), progress)
 			if err != nil {
 				return err
 			}

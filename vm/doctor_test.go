@@ -13,7 +13,7 @@ import (
 // must say which and why.
 func TestDoctor(t *testing.T) {
 	dir := t.TempDir()
-	checks, err := Diagnose(context.Background(), dir, nil)
+	checks, err := Diagnose(context.Background(), dir, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,10 @@ type Config struct {
 	// DataDir holds the store, the host key and sbx.yaml. It is chosen
 	// before the file is read, so it is not itself a YAML key.
 	DataDir string `yaml:"-"`
+	// BuildCache is SBX_CACHE, the machine's cache of built kernels and
+	// images that the tasks fill; empty means the user's cache dir. The
+	// QEMU backend keeps its KVM verdict there too, for every data dir.
+	BuildCache string `yaml:"-"`
 
 	SSH   SSH   `yaml:"ssh"`
 	HTTP  HTTP  `yaml:"http"`
@@ -269,6 +273,7 @@ func Load(src Sources) (Config, error) {
 	case env[EnvData] != "":
 		cfg.DataDir = env[EnvData]
 	}
+	cfg.BuildCache = env[EnvCache]
 
 	path := filepath.Join(cfg.DataDir, FileName)
 	data, err := os.ReadFile(path)

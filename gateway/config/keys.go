@@ -24,11 +24,14 @@ const EnvPrefix = "SBX_"
 // EnvData names the data dir; it is read before sbx.yaml, so it is not a key.
 const EnvData = "SBX_DATA"
 
+// EnvCache names the build cache (kernels, images, the KVM verdict).
+const EnvCache = "SBX_CACHE"
+
 // otherEnv are SBX_ variables read by other packages, not config keys.
 // Keep this list short and documented: anything else draws a warning.
 var otherEnv = []string{
 	EnvData,
-	"SBX_CACHE",      // vm: cache for built kernels and images
+	EnvCache,         // vm: cache for built kernels and images
 	"SBX_HOOK_LOG",   // hooks (guest side): decision log file
 	"SBX_HOOK_STATE", // hooks (guest side): state dir
 	"SBX_LANE",       // hooks (guest side): which lane a hook runs for

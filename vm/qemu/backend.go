@@ -54,6 +54,10 @@ type Config struct {
 	Forwarder string
 	// Accel forces "kvm" or "tcg"; "" probes KVM once and caches the verdict.
 	Accel string
+	// BuildCache is the machine's build cache (SBX_CACHE, else
+	// ~/.cache/sbx): the KVM verdict is shared there, so a new data dir
+	// does not probe again. "" keeps it in the data dir only.
+	BuildCache string
 	// RAMDir is a tmpfs directory for running boxes' guest RAM (see
 	// ram.go); "" picks /dev/shm/sbx-<hash> when /dev/shm is a writable
 	// tmpfs, "none" keeps the RAM files in the box directories.
@@ -177,7 +181,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		b.accel = host.Verdict{Accel: cfg.Accel, Why: "set by configuration"}
 	case "":
 		if b.accel, err = host.ChooseAccel(ctx, host.ProbeConfig{QEMU: qemuBin, Kernel: k.Path, Release: k.Release,
-			Cache: filepath.Join(dataDir, "accel.json"), Log: log}); err != nil {
+			Cache: filepath.Join(dataDir, "accel.json"), Shared: host.SharedVerdict(cfg.BuildCache), Log: log}); err != nil {
 			return nil, fmt.Errorf("qemu backend: %w", err)
 		}
 	default:

@@ -85,6 +85,11 @@ type ProbeConfig struct {
 	// Cache is where the verdict is kept (e.g. <data>/accel.json); empty
 	// means probe every time.
 	Cache string
+	// Shared is a second, machine-wide copy (<build cache>/accel.json):
+	// the verdict is the host's, not the data dir's, so a new data dir (a
+	// second checkout, a test) takes it from there instead of spending
+	// ProbeTimeout on a probe boot. Empty: none.
+	Shared string
 	// Log hears when a probe boot starts and how it ended: it can take up
 	// to ProbeTimeout, and a first start would otherwise say nothing
 	// meanwhile. A cached verdict logs nothing. Nil logs nowhere.
@@ -102,12 +107,12 @@ const ProbeTimeout = 20 * time.Second
 // means ctx ended during the probe: nothing was learnt, nothing is cached.
 func ChooseAccel(ctx context.Context, cfg ProbeConfig) (Verdict, error) {
 	key := probeKey(cfg)
-	if cfg.Cache != "" {
-		if b, err := os.ReadFile(cfg.Cache); err == nil {
-			var v Verdict
-			if json.Unmarshal(b, &v) == nil && v.Key == key && (v.Accel == "kvm" || v.Accel == "tcg") {
-				return v, nil
+	for _, f := range []string{cfg.Cache, cfg.Shared} {
+		if v, ok := cachedVerdict(f, key); ok {
+			if f != cfg.Cache {
+				keepVerdict(cfg.Cache, v)
 			}
+			return v, nil
 		}
 	}
 	if cfg.Log == nil {
@@ -118,12 +123,59 @@ func ChooseAccel(ctx context.Context, cfg ProbeConfig) (Verdict, error) {
 		return Verdict{}, fmt.Errorf("probe KVM: %w", context.Cause(ctx))
 	}
 	v.Key, v.Probed = key, time.Now().UTC()
-	if cfg.Cache != "" {
-		if b, err := json.MarshalIndent(v, "", "  "); err == nil {
-			_ = WriteFileAtomic(cfg.Cache, append(b, '\n'), 0o644)
-		}
-	}
+	keepVerdict(cfg.Cache, v)
+	keepVerdict(cfg.Shared, v)
 	return v, nil
+}
+
+// BuildCache is the machine's build cache the tasks fill (kernels,
+// images) and the shared KVM verdict lives in: sbxCache (SBX_CACHE) when
+// set, else the user's cache dir + "/sbx" (~/.cache/sbx); "" when neither.
+func BuildCache(sbxCache string) string {
+	if sbxCache != "" {
+		return sbxCache
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "sbx")
+}
+
+// SharedVerdict is the machine-wide KVM verdict file in buildCache; ""
+// when there is no build cache.
+func SharedVerdict(buildCache string) string {
+	if buildCache == "" {
+		return ""
+	}
+	return filepath.Join(buildCache, "accel.json")
+}
+
+// cachedVerdict reads a verdict from file when it was made for key.
+func cachedVerdict(file, key string) (Verdict, bool) {
+	if file == "" {
+		return Verdict{}, false
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return Verdict{}, false
+	}
+	var v Verdict
+	if json.Unmarshal(b, &v) != nil || v.Key != key || (v.Accel != "kvm" && v.Accel != "tcg") {
+		return Verdict{}, false
+	}
+	return v, true
+}
+
+// keepVerdict writes v to file (best effort: a cache).
+func keepVerdict(file string, v Verdict) {
+	if file == "" {
+		return
+	}
+	if b, err := json.MarshalIndent(v, "", "  "); err == nil {
+		_ = os.MkdirAll(filepath.Dir(file), 0o755)
+		_ = WriteFileAtomic(file, append(b, '\n'), 0o644)
+	}
 }
 
 // CachedAccel returns the cached verdict, if any, without probing.
@@ -156,7 +208,9 @@ func probeKey(cfg ProbeConfig) string {
 	if fi, err := os.Stat(cfg.Kernel); err == nil {
 		ksize = fi.Size()
 	}
-	return fmt.Sprintf("host=%s qemu=%s/%d kernel=%s/%d", rel, cfg.QEMU, qsize, cfg.Kernel, ksize)
+	// The kernel by name and size, not path: the stock one is unpacked
+	// into each data dir, and the shared verdict must match them all.
+	return fmt.Sprintf("host=%s qemu=%s/%d kernel=%s/%d", rel, cfg.QEMU, qsize, filepath.Base(cfg.Kernel), ksize)
 }
 
 // probe boots the kernel under KVM with no root filesystem: a working KVM

@@ -55,6 +55,57 @@ func TestChooseAccel(t *testing.T) {
 	}
 }
 
+// TestChooseAccelSharedVerdict: a new data dir takes the machine-wide
+// verdict (a second checkout's first start skips the probe boot) and keeps
+// its own copy; a shared verdict made for another kernel is not used.
+func TestChooseAccelSharedVerdict(t *testing.T) {
+	q, k, dir := probeInputs(t)
+	shared := filepath.Join(dir, "cache", "accel.json")
+	first := filepath.Join(dir, "one", "accel.json")
+	v, err := ChooseAccel(context.Background(), ProbeConfig{QEMU: q, Kernel: k.Path, Cache: first, Shared: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := CachedAccel(shared); !ok || c.Key != v.Key {
+		t.Fatalf("probe left no shared verdict: %+v", c)
+	}
+	// The same kernel unpacked into another data dir: same name and size.
+	other := filepath.Join(dir, "two")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(k.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel2 := filepath.Join(other, filepath.Base(k.Path))
+	if err := os.WriteFile(kernel2, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doctored := []byte(`{"accel":"` + v.Accel + `","why":"shared","key":` + quote(v.Key) + `}`)
+	if err := os.WriteFile(shared, doctored, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := filepath.Join(other, "accel.json")
+	var logs bytes.Buffer
+	v2, err := ChooseAccel(context.Background(), ProbeConfig{QEMU: q, Kernel: kernel2, Cache: second, Shared: shared,
+		Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil || v2.Why != "shared" || logs.Len() != 0 {
+		t.Fatalf("second data dir: %+v, %v, log %q; want the shared verdict without a probe", v2, err, logs.String())
+	}
+	if c, ok := CachedAccel(second); !ok || c.Why != "shared" {
+		t.Errorf("second data dir kept no copy of the shared verdict: %+v", c)
+	}
+	// A shared verdict for another kernel is not this one's.
+	stale := []byte(`{"accel":"kvm","why":"stale","key":"host=x qemu=y/1 kernel=z/2"}`)
+	if err := os.WriteFile(shared, stale, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := cachedVerdict(shared, v.Key); ok {
+		t.Errorf("a verdict for another key was taken: %+v", got)
+	}
+}
+
 // TestChooseAccelInterrupted: a probe cut short by its context is no
 // verdict — an error naming the cause, and nothing cached (a TCG verdict
 // cached from an interrupt would slow every later start's boxes).
