@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"sbx.dev/sbx/fleet"
 )
 
@@ -188,4 +190,55 @@ func TestDelegationSteps(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "task is empty") || !strings.Contains(body, `value="acme/widget"`) {
 		t.Fatalf("empty task: %d %s", resp.StatusCode, body)
 	}
+}
+
+// TestBrowserDelegationSteps: in Chromium, submitting the delegate form
+// shows each step as the core reports it (HTMX over SSE, under the
+// console's CSP), then moves on to the started box; a failing step shows
+// its reason and the form as it was filled.
+func TestBrowserDelegationSteps(t *testing.T) {
+	c := newConsole(t, Options{})
+	br := chromium(t)
+	br.do("log in", chromedp.Navigate(c.link("alice")), chromedp.Click(chromedp.CSS("#login")), chromedp.WaitVisible(chromedp.CSS("#fleet-rows")))
+	delegate := func(steps *pacedSteps, task string) {
+		c.core.mu.Lock()
+		c.core.delegating = steps.run
+		c.core.mu.Unlock()
+		br.do("delegate", chromedp.Navigate(c.URL+"/delegate"), chromedp.SendKeys(chromedp.CSS("#task"), task),
+			chromedp.SendKeys(chromedp.CSS("#repo"), "acme/widget"), chromedp.Click(chromedp.CSS("#delegate")))
+		br.waitFor("the delegation's page", `location.pathname.startsWith('/delegate/') && document.querySelector('#step-1')`)
+	}
+
+	steps := newPacedSteps("cloning acme/widget", "booting (small kernel)")
+	delegate(steps, "fix it "+xssCorpus[0])
+	br.waitFor("the clone running", `document.querySelector('#step-1.step-running') && document.querySelector('#step-1').innerText.includes('cloning acme/widget…')`)
+	br.clean("delegation, cloning")
+	steps.next <- nil
+	br.waitFor("the clone done and the boot running", `document.querySelector('#step-1.step-done .took') && document.querySelector('#step-2.step-running')`)
+	var text string
+	br.eval(`document.querySelector('#steps').innerText`, &text)
+	if !strings.Contains(text, "cloning acme/widget… 1.2 s") || !strings.Contains(text, "booting (small kernel)…") {
+		t.Errorf("steps read %q", text)
+	}
+	br.screenshot("delegation-steps.png")
+	br.clean("delegation, booting")
+	steps.next <- nil
+	br.waitFor("the box page", `location.pathname.startsWith('/boxes/box-') && document.querySelector('#log')`)
+	br.waitFor("the flash", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('started')`)
+	br.clean("the started box")
+
+	steps = newPacedSteps("cloning acme/widget")
+	delegate(steps, "fail it")
+	steps.next <- errors.New("repo acme/widget: clone failed: host unreachable")
+	br.waitFor("the failure", `document.querySelector('#delegate-error') && document.querySelector('#step-1.step-failed')`)
+	br.eval(`document.querySelector('#delegate-error').innerText`, &text)
+	if !strings.Contains(text, "clone failed: host unreachable") {
+		t.Errorf("failure reads %q", text)
+	}
+	br.eval(`document.querySelector('#task').value + '|' + document.querySelector('#repo').value`, &text)
+	if text != "fail it|acme/widget" {
+		t.Errorf("the form after a failure holds %q", text)
+	}
+	br.screenshot("delegation-failed.png")
+	br.clean("the failed delegation")
 }
