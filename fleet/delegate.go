@@ -39,6 +39,7 @@ type checked struct {
 	profile profile
 	allow   []string
 	repos   []clonedRepo
+	steps   *progress
 }
 
 type clonedRepo struct {
@@ -80,7 +81,7 @@ func (c *checked) cleanup() {
 // check validates everything before anything is created: task, profile,
 // allow-list, caps, and each repo cloned on the host at its ref.
 func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateRequest) (*checked, error) {
-	c := &checked{req: req}
+	c := &checked{req: req, steps: &progress{report: req.Progress, safe: f.safeErr}}
 	c.task = strings.TrimSpace(req.Task)
 	switch {
 	case c.task == "":
@@ -113,9 +114,10 @@ func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateReques
 	if err := f.checkCaps(ctx, caller); err != nil {
 		return c, err
 	}
+	c.steps.plan(len(req.Repos), strings.TrimSpace(req.Setup) != "")
 	seen := map[string]bool{}
 	for _, rs := range req.Repos {
-		r, err := f.cloneOnHost(ctx, caller, rs, seen)
+		r, err := f.cloneOnHost(ctx, caller, rs, seen, c.steps)
 		if err != nil {
 			return c, err
 		}
@@ -171,7 +173,7 @@ func validRef(ref string) error {
 // temporary directory, checks out the ref and starts the box's branch. The
 // token travels in git's environment only (accounts.GitEnv): nothing of it
 // lands in the clone.
-func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec, seen map[string]bool) (clonedRepo, error) {
+func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec, seen map[string]bool, steps *progress) (clonedRepo, error) {
 	repo, err := f.settings.accounts.ResolveRepo(strings.TrimSpace(rs.Repo))
 	if err != nil {
 		return clonedRepo{}, fmt.Errorf("repo %q: %w: %w", rs.Repo, ErrInvalid, err)
@@ -193,6 +195,14 @@ func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec,
 		// store gave it: no "no such box" hint for a missing account.
 		return clonedRepo{}, fmt.Errorf("repo %s: %w: %v", full, ErrUnavailable, err)
 	}
+	end := steps.start(StepClone, "cloning "+full)
+	r, err := f.cloneAt(ctx, rs, repo, acct, token)
+	return r, end(err)
+}
+
+// cloneAt clones repo with token and checks out rs.Ref.
+func (f *Fleet) cloneAt(ctx context.Context, rs RepoSpec, repo accounts.Repo, acct accounts.Account, token string) (clonedRepo, error) {
+	full := repo.String()
 	tmp, err := os.MkdirTemp(filepath.Join(f.dataDir, "staging"), "clone-")
 	if err != nil {
 		if err := os.MkdirAll(filepath.Join(f.dataDir, "staging"), 0o700); err != nil {
@@ -304,7 +314,7 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		return rec, err
 	}
 	t0 := time.Now()
-	vmName, prepared, err := f.pool.acquire(ctx, rec.Name)
+	vmName, prepared, err := f.acquire(ctx, rec.Name, c.steps)
 	if err != nil {
 		return fail(err)
 	}
@@ -318,36 +328,68 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		return fail(err)
 	}
 	for i, r := range c.repos {
-		if _, err := f.git(ctx, r.hostDir, nil, "checkout", "--quiet", "-b", rec.Repos[i].Branch); err != nil {
-			return fail(fmt.Errorf("repo %s: create branch: %w", r.Name, err))
-		}
-		// With a network path the remote is the gateway's git endpoint,
-		// which adds the token outside the box; without one it is the plain
-		// URL (no token either way).
-		if f.net != nil {
-			if _, err := f.git(ctx, r.hostDir, nil, "remote", "set-url", "origin", gitRemote(vmName, r.Name)); err != nil {
-				return fail(fmt.Errorf("repo %s: set the remote: %w", r.Name, err))
-			}
-		}
-		if err := f.copyIn(ctx, vmName, r.hostDir, r.Dir); err != nil {
-			return fail(fmt.Errorf("repo %s: copy into the box: %w", r.Name, err))
+		end := c.steps.start(StepCopy, "copying "+r.Name+" in")
+		if err := end(f.putRepo(ctx, vmName, r, rec.Repos[i].Branch)); err != nil {
+			return fail(err)
 		}
 	}
-	if err := f.runSetup(ctx, rec, c.req.Setup); err != nil {
-		return fail(err)
+	if strings.TrimSpace(c.req.Setup) != "" {
+		end := c.steps.start(StepSetup, "running the setup script")
+		if err := end(f.runSetup(ctx, rec, c.req.Setup)); err != nil {
+			return fail(err)
+		}
 	}
 	copied := time.Since(t0)
+	end := c.steps.start(StepAgent, "starting the agent ("+rec.Agent+")")
 	if err := f.setup(ctx, vmName, c.task, prepared); err != nil {
-		return fail(fmt.Errorf("set up the agent: %w", err))
+		return fail(end(fmt.Errorf("set up the agent: %w", err)))
 	}
 	set := time.Since(t0)
-	if err := f.runs.startTurn(ctx, &rec, c.task, caller, "box.start"); err != nil {
+	if err := end(f.runs.startTurn(ctx, &rec, c.task, caller, "box.start")); err != nil {
 		return fail(err)
 	}
 	f.log.Info("box started", "box", rec.Name, "machine", booted.Round(time.Millisecond),
 		"repos", (copied - booted).Round(time.Millisecond), "setup", (set - copied).Round(time.Millisecond),
 		"agent", (time.Since(t0) - set).Round(time.Millisecond))
 	return rec, nil
+}
+
+// acquire claims a warm machine (already prepared) or boots one, each a
+// step.
+func (f *Fleet) acquire(ctx context.Context, name string, steps *progress) (vmName string, prepared bool, err error) {
+	if vmName, ok := f.pool.claim(); ok {
+		end := steps.start(StepBoot, "taking a warm box")
+		f.log.Info("claimed a warm box", "box", name, "vm", vmName)
+		f.pool.refill()
+		return vmName, true, end(nil)
+	}
+	text := "booting"
+	if b, ok := f.vm.(vm.BootNoter); ok && b.BootNote() != "" {
+		text += " (" + b.BootNote() + ")"
+	}
+	end := steps.start(StepBoot, text)
+	vmName, err = f.pool.boot(ctx, name)
+	return vmName, false, end(err)
+}
+
+// putRepo starts the box's branch in a host clone, points its remote at
+// the gateway and copies it into the box.
+func (f *Fleet) putRepo(ctx context.Context, vmName string, r clonedRepo, branch string) error {
+	if _, err := f.git(ctx, r.hostDir, nil, "checkout", "--quiet", "-b", branch); err != nil {
+		return fmt.Errorf("repo %s: create branch: %w", r.Name, err)
+	}
+	// With a network path the remote is the gateway's git endpoint, which
+	// adds the token outside the box; without one it is the plain URL (no
+	// token either way).
+	if f.net != nil {
+		if _, err := f.git(ctx, r.hostDir, nil, "remote", "set-url", "origin", gitRemote(vmName, r.Name)); err != nil {
+			return fmt.Errorf("repo %s: set the remote: %w", r.Name, err)
+		}
+	}
+	if err := f.copyIn(ctx, vmName, r.hostDir, r.Dir); err != nil {
+		return fmt.Errorf("repo %s: copy into the box: %w", r.Name, err)
+	}
+	return nil
 }
 
 // copyIn streams a host directory into the box's /workspace/dir as a tar.

@@ -228,27 +228,22 @@ func (p *pool) setSize(ctx context.Context, caller keys.Actor, n int) (PoolStatu
 	return p.status(caller)
 }
 
-// acquire claims a warm box (already prepared) or boots a new one,
-// returning its vm name.
-func (p *pool) acquire(ctx context.Context, name string) (string, bool, error) {
-	if vmName, ok := p.claim(); ok {
-		p.log.Info("claimed a warm box", "box", name, "vm", vmName)
-		p.refill()
-		return vmName, true, nil
-	}
+// boot creates and starts a new machine for box name (no warm one was
+// free), returning its vm name.
+func (p *pool) boot(ctx context.Context, name string) (string, error) {
 	spec, err := p.spec(ctx, name)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	if _, err := p.vm.Create(ctx, name, spec); err != nil {
-		return "", false, vmErr(err)
+		return "", vmErr(err)
 	}
 	if _, err := p.vm.Start(ctx, name); err != nil {
 		_ = p.vm.Destroy(context.WithoutCancel(ctx), name)
-		return "", false, vmErr(err)
+		return "", vmErr(err)
 	}
 	p.refill()
-	return name, false, nil
+	return name, nil
 }
 
 // spec is what a new machine is created with, its network path attached.

@@ -82,6 +82,10 @@ type DelegateRequest struct {
 	// copied in and before the agent starts (packages, toolchains): the
 	// root work a project needs, on the operator's word (see setup.go).
 	Setup string `json:"setup,omitempty"`
+	// Progress, when set, is told of each step as it starts and as it
+	// ends (see Step), in order, on the goroutine that called Delegate: it
+	// must not block for long.
+	Progress func(Step) `json:"-"`
 }
 
 // Box is what a front sees of one box. Everything that came from inside the

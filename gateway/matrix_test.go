@@ -359,6 +359,8 @@ var httpRoutes = map[string]httpRoute{
 	"GET /events":                            {path: "/events", auth: "session"},
 	"GET /delegate":                          {path: "/delegate", auth: "session"},
 	"POST /delegate":                         {path: "/delegate", body: "task=", auth: "session", right: invalid, other: invalid},
+	"GET /delegate/{id}":                     {path: "/delegate/nosuch", auth: "session", right: notFound, other: notFound},
+	"GET /delegate/{id}/stream":              {path: "/delegate/nosuch/stream", auth: "session", right: notFound, other: notFound},
 	"GET /boxes/{box}":                       {path: "/boxes/{box}", auth: "session", boxed: true},
 	"GET /boxes/{box}/stream":                {path: "/boxes/{box}/stream", auth: "session", boxed: true},
 	"GET /boxes/{box}/log.txt":               {path: "/boxes/{box}/log.txt", auth: "session", boxed: true},

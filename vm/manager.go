@@ -145,6 +145,21 @@ func (m *Manager) entryLocked(name string) *entry {
 	return e
 }
 
+// BootNoter is a Backend that says in a few words how it boots new
+// machines ("small kernel", "stock kernel"), for the people waiting on one.
+type BootNoter interface {
+	BootNote() string
+}
+
+// BootNote says how new machines boot, in a few words ("small kernel",
+// "stock kernel"); "" when the backend does not say.
+func (m *Manager) BootNote() string {
+	if b, ok := m.backend.(BootNoter); ok {
+		return b.BootNote()
+	}
+	return ""
+}
+
 // Create provisions a box (disks, record) in state creating; Start boots it.
 func (m *Manager) Create(ctx context.Context, name string, spec Spec) (Box, error) {
 	if err := ValidName(name); err != nil {

@@ -82,11 +82,14 @@ func (h *handler) addRunTools() {
 			for _, r := range in.Repos {
 				dr.Repos = append(dr.Repos, fleet.RepoSpec{Repo: r.Repo, Ref: r.Ref})
 			}
+			prog := h.progress(req)
+			// One notification as each step starts and as it ends.
+			dr.Progress = func(s fleet.Step) { prog.send(ctx, 0, fmt.Sprintf("[%d/%d] %s", s.N, s.Of, s)) }
 			b, err := h.fleet.Delegate(ctx, c.actor, dr)
 			if err != nil {
 				return nil, RunOut{}, err
 			}
-			b, err = h.await(ctx, req, c.actor, events, b, wait)
+			b, err = h.await(ctx, prog, c.actor, events, b, wait)
 			if err != nil {
 				return nil, RunOut{}, err
 			}
@@ -113,7 +116,7 @@ func (h *handler) addRunTools() {
 			}
 			b := res.Box
 			if res.Outcome != fleet.Queued {
-				if b, err = h.await(ctx, req, c.actor, events, b, wait); err != nil {
+				if b, err = h.await(ctx, h.progress(req), c.actor, events, b, wait); err != nil {
 					return nil, RunOut{}, err
 				}
 			}
@@ -151,23 +154,13 @@ func settled(s fleet.State) bool {
 // asleep), wait passes or ctx ends, sending progress notifications when the
 // client asked for them. Events only say that something changed; the box is
 // re-read each time, so a stale event cannot end the wait.
-func (h *handler) await(ctx context.Context, req *sdk.CallToolRequest, actor keys.Actor, events <-chan fleet.Event, b fleet.Box, wait time.Duration) (fleet.Box, error) {
+func (h *handler) await(ctx context.Context, prog *progress, actor keys.Actor, events <-chan fleet.Event, b fleet.Box, wait time.Duration) (fleet.Box, error) {
 	if settled(b.State) || wait <= 0 {
 		return b, nil
 	}
-	start := time.Now()
-	token := req.Params.GetProgressToken()
+	prog.waitFrom(wait)
 	progress := func(msg string) {
-		if token == nil || req.Session == nil {
-			return
-		}
-		err := req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
-			ProgressToken: token, Progress: time.Since(start).Seconds(), Total: wait.Seconds(),
-			Message: fmt.Sprintf("box %s %s%s", b.Name, b.State, msg),
-		})
-		if err != nil {
-			h.log.DebugContext(ctx, "mcp progress notification failed", "err", err)
-		}
+		prog.send(ctx, prog.total, fmt.Sprintf("box %s %s%s", b.Name, b.State, msg))
 	}
 	progress("")
 	timeout := time.NewTimer(wait)
@@ -216,6 +209,46 @@ func (h *handler) await(ctx context.Context, req *sdk.CallToolRequest, actor key
 			}
 			progress("")
 		}
+	}
+}
+
+// progress sends a tool call's progress notifications, when the client
+// asked for them with a progress token. Progress is the seconds since the
+// call began (the spec wants it to grow with every notification): through
+// delegate's steps, then the wait, whose end is the total.
+type progress struct {
+	h     *handler
+	req   *sdk.CallToolRequest
+	start time.Time
+	last  float64
+	total float64
+}
+
+func (h *handler) progress(req *sdk.CallToolRequest) *progress {
+	return &progress{h: h, req: req, start: time.Now()}
+}
+
+// waitFrom sets the total to the end of a wait starting now.
+func (p *progress) waitFrom(wait time.Duration) {
+	p.total = time.Since(p.start).Seconds() + wait.Seconds()
+}
+
+// send notifies msg; total 0 leaves the total out.
+func (p *progress) send(ctx context.Context, total float64, msg string) {
+	token := p.req.Params.GetProgressToken()
+	if token == nil || p.req.Session == nil {
+		return
+	}
+	at := time.Since(p.start).Seconds()
+	if at <= p.last {
+		at = p.last + 0.001
+	}
+	p.last = at
+	err := p.req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
+		ProgressToken: token, Progress: at, Total: total, Message: msg,
+	})
+	if err != nil {
+		p.h.log.DebugContext(ctx, "mcp progress notification failed", "err", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -34,12 +35,38 @@ func out[T any](t testing.TB, res *sdk.CallToolResult) T {
 type progressLog struct {
 	mu  sync.Mutex
 	got []string
+	at  []float64 // each notification's progress
 }
 
 func (p *progressLog) handler(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.got = append(p.got, r.Params.Message)
+	p.at = append(p.at, r.Params.Progress)
+}
+
+// steps checks that the delegation's steps were notified, each as it
+// started and as it ended, in order, before anything else, and that
+// progress grew with every notification.
+func (p *progressLog) steps(t *testing.T, want ...string) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := 1; i < len(p.at); i++ {
+		if p.at[i] <= p.at[i-1] {
+			t.Errorf("progress %v then %v: it must grow", p.at[i-1], p.at[i])
+		}
+	}
+	if len(p.got) < 2*len(want) {
+		t.Fatalf("progress %q: want the %d steps first", p.got, len(want))
+	}
+	took := regexp.MustCompile(`… \d+(\.\d)? (ms|s)$`)
+	for i, w := range want {
+		start, end := p.got[2*i], p.got[2*i+1]
+		if !strings.HasPrefix(start, w) || !strings.HasSuffix(start, "…") || !strings.HasPrefix(end, w) || !took.MatchString(end) {
+			t.Errorf("step %d notified %q then %q, want %q… and its duration", i+1, start, end, w)
+		}
+	}
 }
 
 func (p *progressLog) n() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.got) }
@@ -91,8 +118,10 @@ func TestEveryToolOnARealBox(t *testing.T) {
 	if run.State != "waiting" || run.Question != "Which word should I add to README.md?" {
 		t.Fatalf("delegate: %+v", run)
 	}
-	if progress.n() == 0 {
-		t.Error("delegate sent no progress notification")
+	progress.steps(t, "[1/5] cloning acme/widget", "[2/5] booting (", "[3/5] copying acme/widget in",
+		"[4/5] running the setup script", "[5/5] starting the agent (script)")
+	if progress.n() == 10 {
+		t.Error("delegate sent no progress notification while it waited for the question")
 	}
 	if strings.Contains(text(res), f.secret) || !strings.Contains(run.Summary, "question: Which word") {
 		t.Fatalf("delegate summary: %q", run.Summary)

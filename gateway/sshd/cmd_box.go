@@ -101,6 +101,9 @@ func (c *call) newCmd() *cobra.Command {
 			if ref != "" && len(repos) == 0 {
 				return fmt.Errorf("--ref %q without --repo: %w", ref, fleet.ErrInvalid)
 			}
+			if !asJSON {
+				req.Progress = stepLines(cmd.ErrOrStderr())
+			}
 			b, err := f.Delegate(cmd.Context(), c.actor, req)
 			if err != nil {
 				return err
@@ -121,6 +124,19 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringVar(&setup, "setup", "", "a shell script run as root in the box before the agent starts (packages, toolchains); - reads it from stdin")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// stepLines writes a delegation's steps to w, one line each: the step's
+// text when it starts ("cloning acme/widget… "), its duration when it ends.
+// The core's text is plain (repo names it has checked, fixed words).
+func stepLines(w io.Writer) func(fleet.Step) {
+	return func(s fleet.Step) {
+		if !s.Done {
+			fmt.Fprintf(w, "%s ", s.Doing())
+			return
+		}
+		fmt.Fprintf(w, "%s\n", s.Result())
+	}
 }
 
 func (c *call) lsCmd() *cobra.Command {

@@ -33,6 +33,9 @@ type scriptedCore struct {
 	boxes   map[string]*scriptedBox
 	subs    map[chan fleet.Event]keys.Actor
 	answers []string // every Answer/FollowUp text, in order
+	// delegating, when set, runs first in Delegate: it reports the steps
+	// (req.Progress) at the test's pace, and its error is Delegate's.
+	delegating func(req fleet.DelegateRequest) error
 }
 
 type scriptedBox struct {
@@ -423,6 +426,14 @@ func (c *scriptedCore) Artifact(_ context.Context, caller keys.Actor, name, p st
 func (c *scriptedCore) Delegate(_ context.Context, caller keys.Actor, req fleet.DelegateRequest) (fleet.Box, error) {
 	if strings.TrimSpace(req.Task) == "" {
 		return fleet.Box{}, fmt.Errorf("task is empty: %w", fleet.ErrInvalid)
+	}
+	c.mu.Lock()
+	delegating := c.delegating
+	c.mu.Unlock()
+	if delegating != nil {
+		if err := delegating(req); err != nil {
+			return fleet.Box{}, c.red.Error(err)
+		}
 	}
 	name := fmt.Sprintf("box-%d", time.Now().UnixNano()%1e6)
 	repo := ""

@@ -264,42 +264,6 @@ func downloadName(n string) string {
 	return n
 }
 
-func (s *Server) delegateForm(w http.ResponseWriter, r *http.Request) {
-	c, _ := callerFrom(r.Context())
-	s.render(w, r, http.StatusOK, views.DelegatePage(s.frame(r, "Delegate"), views.DelegateForm{}, s.accountsOf(r, c)))
-}
-
-func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
-	core, ok := s.core(w, r)
-	if !ok || !s.form(w, r) {
-		return
-	}
-	c, _ := callerFrom(r.Context())
-	f := views.DelegateForm{
-		Task: r.PostFormValue("task"), Repo: strings.TrimSpace(r.PostFormValue("repo")), Ref: strings.TrimSpace(r.PostFormValue("ref")),
-		Agent: r.PostFormValue("agent"), Allow: r.PostFormValue("allow"), Keep: r.PostFormValue("keep") == "1",
-		Setup: strings.ReplaceAll(r.PostFormValue("setup"), "\r\n", "\n"),
-	}
-	req := fleet.DelegateRequest{Task: f.Task, Agent: f.Agent, Allow: strings.Fields(strings.ReplaceAll(f.Allow, ",", " ")), Keep: f.Keep, Setup: f.Setup}
-	if f.Repo != "" {
-		req.Repos = []fleet.RepoSpec{{Repo: f.Repo, Ref: f.Ref}}
-	}
-	b, err := core.Delegate(r.Context(), c.actor(), req)
-	if err != nil {
-		code := errkind.HTTPStatus(err)
-		if code == http.StatusInternalServerError {
-			s.failPage(w, r, err)
-			return
-		}
-		// Keep what was typed and say what was wrong.
-		p := s.frame(r, "Delegate")
-		p.Error = err.Error()
-		s.render(w, r, code, views.DelegatePage(p, f, s.accountsOf(r, c)))
-		return
-	}
-	s.done(w, r, views.BoxURL(b.Name, ""), "Box "+b.Name+" started.")
-}
-
 // settingsData gathers the settings page; newToken is shown once.
 func (s *Server) settingsData(r *http.Request, newToken string) (views.Settings, error) {
 	c, _ := callerFrom(r.Context())

@@ -48,10 +48,14 @@ func TestBrowserRealFleet(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#repo"), "acme/widget"),
 		chromedp.SendKeys(chromedp.CSS("#setup"), "echo set up by $(id -un)"),
 		chromedp.SetValue(chromedp.CSS("#agent"), "script"))
-	// Delegate returns once the agent has started: a boot under TCG.
+	// The form's POST answers at the first step: the browser follows the
+	// steps (a boot under TCG) until the agent has started, then the box.
+	br.do("submit", chromedp.Click(chromedp.CSS("#delegate")))
+	br.waitForLong("the delegation's steps", `location.pathname.startsWith('/delegate/') && document.querySelector('#step-1') && document.querySelector('#step-1').innerText.includes('cloning acme/widget…')`, time.Minute)
+	br.clean("delegation steps")
 	dctx, cancel := context.WithTimeout(br.ctx, 3*time.Minute)
 	defer cancel()
-	if err := chromedp.Do(dctx, chromedp.Click(chromedp.CSS("#delegate")), chromedp.WaitVisible(chromedp.CSS("#log"))); err != nil {
+	if err := chromedp.Do(dctx, chromedp.WaitVisible(chromedp.CSS("#log"))); err != nil {
 		t.Fatalf("delegate: %v", err)
 	}
 	loc := br.location()

@@ -6,7 +6,8 @@
 //
 // Console routes: GET /login, GET|POST /login/{token} (the only URL that
 // carries a token; GET shows a button, POST spends it), POST /logout, GET /
-// (fleet), GET /events (fleet SSE), GET|POST /delegate, GET /boxes/{box},
+// (fleet), GET /events (fleet SSE), GET|POST /delegate, GET /delegate/{id}
+// (a delegation's steps; /stream: SSE), GET /boxes/{box},
 // GET /boxes/{box}/stream (status and log SSE; id = log offset, so
 // Last-Event-ID resumes), /log.txt, /diff, /files, /artifact (download only,
 // sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy},
@@ -112,10 +113,11 @@ type Server struct {
 	metrics *metrics.Metrics
 	handler http.Handler
 
-	boxes boxes                       // the core as the console uses it; nil without one
-	sm    *scs.SessionManager         // nil: console off
-	cop   *http.CrossOriginProtection // guards every cookie-authenticated POST
-	csp   cspLog
+	boxes       boxes                       // the core as the console uses it; nil without one
+	delegations delegations                 // the delegate form's, while they run and a while after
+	sm          *scs.SessionManager         // nil: console off
+	cop         *http.CrossOriginProtection // guards every cookie-authenticated POST
+	csp         cspLog
 
 	patterns []string // every route, in the order handle registered them
 
@@ -346,6 +348,8 @@ func (s *Server) consoleRoutes() {
 	s.handle("GET /events", s.page(s.fleetEvents))
 	s.handle("GET /delegate", s.page(s.delegateForm))
 	s.handle("POST /delegate", s.page(s.delegate))
+	s.handle("GET /delegate/{id}", s.page(s.delegation))
+	s.handle("GET /delegate/{id}/stream", s.page(s.delegationStream))
 	s.handle("GET /boxes/{box}", s.page(s.boxPage))
 	s.handle("GET /boxes/{box}/stream", s.page(s.boxStream))
 	s.handle("GET /boxes/{box}/log.txt", s.page(s.logText))

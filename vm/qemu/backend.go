@@ -95,7 +95,10 @@ type Backend struct {
 	boxes map[string]*box
 }
 
-var _ vm.Backend = (*Backend)(nil)
+var (
+	_ vm.Backend   = (*Backend)(nil)
+	_ vm.BootNoter = (*Backend)(nil)
+)
 
 // box is the backend's view of one box.
 type box struct {
@@ -250,6 +253,10 @@ func (b *Backend) Accel() host.Verdict { return b.accel }
 
 // Kernel returns the kernel new boxes boot.
 func (b *Backend) Kernel() kernel.Kernel { return b.bootKernel(context.Background()).Kernel }
+
+// BootNote says which kernel new boxes boot: "small kernel" or "stock
+// kernel" (vm.BootNoter).
+func (b *Backend) BootNote() string { return string(b.Kernel().Kind) + " kernel" }
 
 // Dir returns the box's directory (for tests and diagnostics).
 func (b *Backend) Dir(name string) string { return filepath.Join(b.dataDir, "boxes", name) }
