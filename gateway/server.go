@@ -16,8 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"charm.land/ssh"
 	"github.com/alexedwards/scs/v2"
-	"github.com/charmbracelet/ssh"
 	"github.com/spf13/cobra"
 	gossh "golang.org/x/crypto/ssh"
 

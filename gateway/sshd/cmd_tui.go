@@ -34,10 +34,14 @@ func (c *call) tui() int {
 			}
 		}
 	}()
+	// The PTY's TERM goes last so it wins over an env request's: the
+	// library's Environ holds only what the client sent with env (NO_COLOR
+	// among them, if the client's SendEnv or SetEnv passes it).
+	env := append(c.sess.Environ(), "TERM="+pty.Term)
 	err := tui.Run(ctx, tui.Options{
 		Fleet: c.srv.Fleet, Caller: c.actor,
 		In: c.sess, Out: c.sess, // the emulated PTY maps \n to \r\n, as the renderer expects
-		Env: c.sess.Environ(), Width: pty.Window.Width, Height: pty.Window.Height,
+		Env: env, Width: pty.Window.Width, Height: pty.Window.Height,
 		Windows: sizes, Now: c.srv.Now,
 	})
 	if err != nil {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"runtime/debug"
 
-	"github.com/charmbracelet/ssh"
-	"github.com/charmbracelet/wish"
+	"charm.land/ssh"
+	"charm.land/wish/v2"
 
 	"sbx.dev/sbx/gateway/metrics"
 	"sbx.dev/sbx/internal/termtext"

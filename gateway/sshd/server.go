@@ -1,5 +1,5 @@
-// Package sshd is the gateway's SSH front (wish v1.4.7 over
-// charmbracelet/ssh): public-key auth only, the user resolved after
+// Package sshd is the gateway's SSH front (charm.land/wish/v2 over
+// charm.land/ssh, Charm's fork of gliderlabs/ssh): public-key auth only, the user resolved after
 // authentication from the key the session really used, handshake and idle
 // deadlines, a recover around every connection and session, only session
 // channels with a short list of requests, the shared auth throttle before
@@ -24,8 +24,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/charmbracelet/ssh"
-	"github.com/charmbracelet/wish"
+	"charm.land/ssh"
+	"charm.land/wish/v2"
 	"github.com/spf13/cobra"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -202,7 +202,7 @@ func (s *Server) onlySessions() ssh.Option {
 // algorithms of the options (only these are offered; the gateway's host key
 // is ed25519, keys.LoadOrCreateHostKey, so its one signature algorithm is
 // the only host key algorithm) and the bound on the keys one connection may
-// try. charmbracelet/ssh adds the host key, version and
+// try. charm.land/ssh adds the host key, version and
 // handlers.
 func (s *Server) serverConfig(ssh.Context) *gossh.ServerConfig {
 	return &gossh.ServerConfig{
@@ -220,8 +220,9 @@ func (s *Server) connectionFailed(conn net.Conn, err error) {
 }
 
 // Serve accepts connections on ln until Shutdown. It runs its own accept
-// loop so every connection gets a recover: the pinned charmbracelet/ssh has
-// none, and a panic there would take the whole gateway down.
+// loop so every connection gets a recover that logs through the gateway's
+// logger: charm.land/ssh's own (since v0.4) logs to slog's default, and
+// a panic that escaped would take the whole gateway down.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
@@ -430,8 +431,8 @@ func (f filteredChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) 
 }
 
 // deadlineConn enforces the handshake deadline until the connection has
-// authenticated, then the idle timeout. charmbracelet/ssh's own timeouts
-// reset on every read, so they cannot express a handshake deadline.
+// authenticated, then the idle timeout. It is the one owner of the
+// connection's deadlines: charm.land/ssh's own timeouts are left unset.
 type deadlineConn struct {
 	net.Conn
 	ctx       ssh.Context

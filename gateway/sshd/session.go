@@ -8,7 +8,7 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/charmbracelet/ssh"
+	"charm.land/ssh"
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/internal/errkind"

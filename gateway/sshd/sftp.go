@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/charmbracelet/ssh"
+	"charm.land/ssh"
 	"github.com/pkg/sftp"
 
 	"sbx.dev/sbx/fleet"

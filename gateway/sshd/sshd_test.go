@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/ssh"
-	"github.com/charmbracelet/wish"
+	"charm.land/ssh"
+	"charm.land/wish/v2"
 	"github.com/spf13/cobra"
 	gossh "golang.org/x/crypto/ssh"
 

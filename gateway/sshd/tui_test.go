@@ -110,7 +110,8 @@ func TestTUI(t *testing.T) {
 	tm.wait(`\? Which word should I add to README.md\?`, 5*time.Second)
 	tm.wait(`script agent: starting`, 10*time.Second) // the live log tail
 	tm.keys("a")
-	tm.wait(`answer to `+regexp.QuoteMeta(name)+`: █`, 5*time.Second)
+	tm.wait(`answer to `+regexp.QuoteMeta(name)+`:`, 5*time.Second)
+	tm.waitCursor(len("answer to "+name+": "), 30-2, 5*time.Second) // the terminal's cursor, where the answer goes
 	tm.keys("banana", "Enter")
 	tm.wait(`done`, 2*time.Minute)
 	tm.wait(`answer received: banana`, 30*time.Second)

@@ -6,12 +6,12 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/charmbracelet/ssh"
+	"charm.land/ssh"
 	gossh "golang.org/x/crypto/ssh"
 )
 
-// Window changes are handled here, not by charmbracelet/ssh: the pinned
-// library writes each one into a one-slot channel that only the session
+// Window changes are handled here, not by charm.land/ssh: the library
+// (v0.4.3) writes each one into a one-slot channel that only the session
 // handler drains (so a resize before exec blocked the request loop and exec
 // with it) and updates the PTY's size without a lock (a data race with
 // Session.Pty). The request filter keeps window changes away from the

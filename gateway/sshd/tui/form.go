@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 
 	"sbx.dev/sbx/fleet"
@@ -18,9 +20,16 @@ type form struct {
 
 type field struct {
 	label, hint string
-	value       string
-	toggle      bool // a yes/no field: space flips it
+	input       textinput.Model // a text field's value and cursor
+	toggle      bool            // a yes/no field: space flips it
+	on          bool            // a toggle's value
 }
+
+func (fl field) value() string { return fl.input.Value() }
+
+// formIndent is the cells before a field's value: the focus marker
+// and the label column (view).
+const formIndent = len("> ") + 6 + 1
 
 const (
 	fTask = iota
@@ -31,21 +40,69 @@ const (
 	fKeep
 )
 
-func newForm() form {
-	return form{fields: []field{
+func newForm(width int) form {
+	f := form{fields: []field{
 		{label: "Task", hint: "what the agent should do"},
 		{label: "Repos", hint: "owner/name or https URL, comma separated"},
 		{label: "Ref", hint: "branch, tag or commit (default branch if empty)"},
 		{label: "Agent", hint: "claude (default) or script"},
 		{label: "Allow", hint: "extra egress domains, comma separated"},
-		{label: "Keep", hint: "never destroy while asleep (space toggles)", value: "no", toggle: true},
+		{label: "Keep", hint: "never destroy while asleep (space toggles)", toggle: true},
 	}}
+	for i := range f.fields {
+		f.fields[i].input = newInput()
+		f.fields[i].input.Blur()
+	}
+	f.setWidth(width)
+	f.setFocus(0)
+	return f
 }
 
-func (f *form) paste(s string) {
-	if fl := &f.fields[f.focus]; !fl.toggle {
-		fl.value += s
+// setWidth fits the text fields to the terminal: a longer value scrolls
+// sideways.
+func (f *form) setWidth(w int) {
+	for i := range f.fields {
+		f.fields[i].input.SetWidth(max(w-formIndent-1, 1))
 	}
+}
+
+// setFocus moves the focus (and the text cursor) to field i, wrapping.
+func (f *form) setFocus(i int) {
+	f.fields[f.focus].input.Blur()
+	f.focus = (i + len(f.fields)) % len(f.fields)
+	if fl := &f.fields[f.focus]; !fl.toggle {
+		fl.input.Focus()
+	}
+}
+
+// update hands msg (a key or a paste) to the focused text field.
+func (f *form) update(msg tea.Msg) tea.Cmd {
+	fl := &f.fields[f.focus]
+	if fl.toggle {
+		return nil
+	}
+	var cmd tea.Cmd
+	fl.input, cmd = fl.input.Update(msg)
+	return cmd
+}
+
+// cursor is where the terminal's cursor shows: in the focused text field,
+// if the body has room for it.
+func (f *form) cursor(bodyHeight int) *tea.Cursor {
+	fl := f.fields[f.focus]
+	if fl.toggle || f.busy {
+		return nil
+	}
+	c := fl.input.Cursor()
+	if c == nil {
+		return nil
+	}
+	c.X += formIndent
+	c.Y = 2 + 2*f.focus // title, blank line, two lines a field
+	if c.Y >= bodyHeight {
+		return nil
+	}
+	return c
 }
 
 func splitList(s string) []string {
@@ -60,13 +117,13 @@ func splitList(s string) []string {
 
 func (f *form) request() fleet.DelegateRequest {
 	req := fleet.DelegateRequest{
-		Task:  strings.TrimSpace(f.fields[fTask].value),
-		Agent: strings.TrimSpace(f.fields[fAgent].value),
-		Allow: splitList(f.fields[fAllow].value),
-		Keep:  f.fields[fKeep].value == "yes",
+		Task:  strings.TrimSpace(f.fields[fTask].value()),
+		Agent: strings.TrimSpace(f.fields[fAgent].value()),
+		Allow: splitList(f.fields[fAllow].value()),
+		Keep:  f.fields[fKeep].on,
 	}
-	ref := strings.TrimSpace(f.fields[fRef].value)
-	for _, r := range splitList(f.fields[fRepos].value) {
+	ref := strings.TrimSpace(f.fields[fRef].value())
+	for _, r := range splitList(f.fields[fRepos].value()) {
 		req.Repos = append(req.Repos, fleet.RepoSpec{Repo: r, Ref: ref})
 	}
 	return req
@@ -78,48 +135,38 @@ type delegatedMsg struct {
 }
 
 func (m *model) formKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	f := &m.form
+	f, keys := &m.form, m.keys
 	if f.busy {
 		return m, nil
 	}
 	fl := &f.fields[f.focus]
-	switch k.String() {
-	case "esc":
+	switch {
+	case key.Matches(k, keys.Cancel):
 		m.mode = modeTable
 		m.status = "cancelled"
-		return m, nil
-	case "tab", "down":
-		f.focus = (f.focus + 1) % len(f.fields)
-	case "shift+tab", "up":
-		f.focus = (f.focus + len(f.fields) - 1) % len(f.fields)
-	case "enter":
+	case key.Matches(k, keys.NextField):
+		f.setFocus(f.focus + 1)
+	case key.Matches(k, keys.PrevField):
+		f.setFocus(f.focus - 1)
+	case key.Matches(k, keys.NextOrSubmit):
 		if f.focus < len(f.fields)-1 {
-			f.focus++
+			f.setFocus(f.focus + 1)
 			return m, nil
 		}
 		return m, m.submit()
-	case "ctrl+s":
+	case key.Matches(k, keys.Submit):
 		return m, m.submit()
-	case "space":
-		if fl.toggle {
-			fl.value = map[string]string{"yes": "no", "no": "yes"}[fl.value]
-		} else {
-			fl.value += " "
+	case fl.toggle:
+		switch {
+		case key.Matches(k, keys.Toggle):
+			fl.on = !fl.on
+		case k.Text == "y" || k.Text == "n":
+			fl.on = k.Text == "y"
 		}
-	case "backspace":
-		if r := []rune(fl.value); len(r) > 0 && !fl.toggle {
-			fl.value = string(r[:len(r)-1])
-		}
-	case "ctrl+u":
-		if !fl.toggle {
-			fl.value = ""
-		}
+	case key.Matches(k, keys.Clear):
+		fl.input.Reset()
 	default:
-		if k.Text != "" && !fl.toggle {
-			fl.value += k.Text
-		} else if fl.toggle && (k.Text == "y" || k.Text == "n") {
-			fl.value = map[string]string{"y": "yes", "n": "no"}[k.Text]
-		}
+		return m, f.update(typedKey(k))
 	}
 	return m, nil
 }
@@ -148,7 +195,7 @@ func (m *model) delegated(msg delegatedMsg) tea.Cmd {
 		m.status = "error: " + oneLine(msg.err.Error())
 		return nil
 	}
-	m.form = newForm()
+	m.form = newForm(m.w)
 	m.boxes[msg.box.Name] = msg.box
 	m.reorder()
 	m.status = fmt.Sprintf("created box %s (%s)", msg.box.Name, msg.box.State)
@@ -159,15 +206,16 @@ func (f *form) view() string {
 	var b strings.Builder
 	b.WriteString(stTitle.Render("Delegate a task to a new box") + "\n\n")
 	for i, fl := range f.fields {
-		cursor := "  "
-		val := fl.value
+		marker := "  "
 		if i == f.focus {
-			cursor = "> "
-			if !fl.toggle {
-				val += "█"
-			}
+			marker = "> "
 		}
-		b.WriteString(fmt.Sprintf("%s%-6s %s\n", cursor, fl.label+":", safe(val)))
+		// The input holds only text that draws as itself (typed).
+		val := fl.input.View()
+		if fl.toggle {
+			val = map[bool]string{true: "yes", false: "no"}[fl.on]
+		}
+		b.WriteString(fmt.Sprintf("%s%-6s %s\n", marker, fl.label+":", val))
 		b.WriteString(stHelp.Render("         "+fl.hint) + "\n")
 	}
 	if f.busy {

@@ -2,7 +2,9 @@
 // boxes fed by the core's event fan-out (no polling of box state), sort and
 // filter, a box view with the live redacted log tail, the pending question
 // with an answer input, confirmed actions (sleep, wake, keep, destroy) and a
-// delegate form. Bubble Tea v2 renders it; the SSH session is its terminal.
+// delegate form. Bubble Tea v2 renders it, Bubbles provides the text inputs
+// (with the terminal's own cursor), key bindings and help; the SSH session is
+// its terminal, whose TERM and NO_COLOR choose the colours.
 package tui
 
 import (
@@ -14,6 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/colorprofile"
@@ -30,7 +35,9 @@ type Options struct {
 	In     io.Reader
 	// Out must map "\n" to "\r\n" like a terminal in cooked output mode
 	// (the SSH library's emulated PTY does): the renderer assumes it.
-	Out           io.Writer
+	Out io.Writer
+	// Env is the session's environment, TERM included (the PTY's): TERM
+	// and NO_COLOR choose the colour profile (colorProfile).
 	Env           []string
 	Width, Height int
 	// Windows delivers window changes; closed when the session ends.
@@ -57,13 +64,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := newModel(ctx, o)
-	profile := colorprofile.ANSI
-	for _, kv := range o.Env {
-		if strings.HasPrefix(kv, "TERM=") && strings.Contains(kv, "256color") {
-			profile = colorprofile.ANSI256
-		}
-	}
+	profile := colorProfile(o.Env)
+	m := newModel(ctx, o, profile == colorprofile.NoTTY)
 	p := tea.NewProgram(m,
 		tea.WithContext(ctx),
 		tea.WithInput(o.In),
@@ -92,6 +94,25 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	}
 	return err
+}
+
+// colorProfile is what the session's terminal is sent: colorprofile's
+// reading of the environment (TERM absent or dumb: plain text, no escape
+// sequence styles anything) and NO_COLOR, which no-color.org has any
+// non-empty value set (colorprofile takes only true/1): no colour, but
+// bold and reverse stay, so the selection still shows.
+func colorProfile(env []string) colorprofile.Profile {
+	p := colorprofile.Env(env)
+	noColor := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "NO_COLOR="); ok {
+			noColor = v // the last one wins, as in a shell
+		}
+	}
+	if noColor != "" && p > colorprofile.ASCII {
+		p = colorprofile.ASCII
+	}
+	return p
 }
 
 // Messages.
@@ -141,6 +162,9 @@ type model struct {
 	events <-chan fleet.Event
 
 	w, h   int
+	plain  bool // no styles reach the terminal: the selection is marked with ">"
+	keys   keyMap
+	help   help.Model
 	mode   mode
 	prev   mode // where confirm/answer/help return to
 	boxes  map[string]fleet.Box
@@ -164,8 +188,9 @@ type model struct {
 	scroll      int // lines scrolled up from the end
 
 	// prompts
-	input   string
-	confirm struct {
+	input     textinput.Model // the filter and answer prompts
+	filterWas string          // the filter before / (esc restores it)
+	confirm   struct {
 		what string
 		box  string
 	}
@@ -178,12 +203,64 @@ const maxLogLines = 2000
 // tailBytes is how much of an existing log the box view starts with.
 const tailBytes = 64 << 10
 
-func newModel(ctx context.Context, o Options) *model {
-	m := &model{ctx: ctx, o: o, w: max(o.Width, 20), h: max(o.Height, 5),
+func newModel(ctx context.Context, o Options, plain bool) *model {
+	m := &model{ctx: ctx, o: o, w: max(o.Width, 20), h: max(o.Height, 5), plain: plain,
+		keys: newKeyMap(), help: newHelp(), input: newInput(),
 		boxes: map[string]fleet.Box{}, stats: map[string]fleet.Stats{}}
+	m.help.SetWidth(m.w)
 	m.events = o.Fleet.Events(ctx, o.Caller)
-	m.form = newForm()
+	m.form = newForm(m.w)
 	return m
+}
+
+func newHelp() help.Model {
+	h := help.New()
+	h.ShortSeparator = " · "
+	keyStyle := lipgloss.NewStyle().Foreground(lipgloss.Color("7"))
+	h.Styles = help.Styles{ShortKey: keyStyle, ShortDesc: stHelp, ShortSeparator: stHelp, Ellipsis: stHelp,
+		FullKey: keyStyle, FullDesc: stHelp, FullSeparator: stHelp}
+	return h
+}
+
+// newInput is a one-line text input drawn with the terminal's own cursor
+// (View.Cursor), which moves with ←/→, home/end. Its prompt is set where
+// it is drawn.
+func newInput() textinput.Model {
+	in := textinput.New()
+	in.Prompt = ""
+	in.SetVirtualCursor(false)
+	in.SetStyles(textinput.Styles{Cursor: textinput.CursorStyle{Shape: tea.CursorBlock, Blink: true}})
+	// ctrl+v would read the clipboard of the gateway's host, not the
+	// user's; terminals paste with bracketed paste (tea.PasteMsg). Tab and
+	// ↑/↓ belong to the form, and there are no suggestions.
+	in.KeyMap.Paste.SetEnabled(false)
+	in.KeyMap.AcceptSuggestion.SetEnabled(false)
+	in.KeyMap.NextSuggestion.SetEnabled(false)
+	in.KeyMap.PrevSuggestion.SetEnabled(false)
+	in.Focus()
+	return in
+}
+
+// typed drops from typed or pasted text what the terminal sanitizer would
+// escape (controls, bidi overrides): an input holds only text that draws
+// as itself, so the inputs need no sanitizing where they are drawn.
+func typed(s string) string {
+	if termtext.String(s) == s {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if c := string(r); termtext.String(c) == c {
+			b.WriteString(c)
+		}
+	}
+	return b.String()
+}
+
+// typedKey is k with its text passed through typed.
+func typedKey(k tea.KeyPressMsg) tea.KeyPressMsg {
+	k.Text = typed(k.Text)
+	return k
 }
 
 func (m *model) Init() tea.Cmd {
@@ -248,6 +325,8 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.w, m.h = max(msg.Width, 20), max(msg.Height, 5)
+		m.help.SetWidth(m.w)
+		m.form.setWidth(m.w)
 		return m, nil
 	case boxesMsg:
 		if msg.err != nil {
@@ -298,12 +377,15 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyPressMsg:
 		return m.key(msg)
 	case tea.PasteMsg:
+		msg.Content = typed(oneLine(msg.Content))
+		var cmd tea.Cmd
 		if m.mode == modeAnswer || m.mode == modeFilter {
-			m.input += oneLine(msg.Content)
+			m.input, cmd = m.input.Update(msg)
+			m.filterAsYouType()
 		} else if m.mode == modeForm {
-			m.form.paste(oneLine(msg.Content))
+			cmd = m.form.update(msg)
 		}
-		return m, nil
+		return m, cmd
 	}
 	return m, nil
 }
@@ -388,8 +470,8 @@ func (m *model) target() string {
 }
 
 func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	s := k.String()
-	if s == "ctrl+c" {
+	keys := m.keys
+	if key.Matches(k, keys.ForceQuit) {
 		return m, tea.Quit
 	}
 	switch m.mode {
@@ -398,7 +480,7 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case modeConfirm:
 		m.mode = m.prev
-		if s == "y" || s == "Y" {
+		if key.Matches(k, keys.Confirm) {
 			return m, m.act(m.confirm.what, m.confirm.box)
 		}
 		m.status = "cancelled"
@@ -408,14 +490,14 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case modeForm:
 		return m.formKey(k)
 	}
-	switch s {
-	case "q":
+	switch {
+	case key.Matches(k, keys.Quit):
 		if m.mode == modeBox {
 			m.closeBox()
 			return m, nil
 		}
 		return m, tea.Quit
-	case "esc":
+	case key.Matches(k, keys.Back):
 		if m.mode == modeBox {
 			m.closeBox()
 		} else if m.filter != "" {
@@ -423,67 +505,66 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			m.reorder()
 		}
 		return m, nil
-	case "?":
+	case key.Matches(k, keys.Help):
 		m.prev, m.mode = m.mode, modeHelp
 		return m, nil
-	case "n":
+	case key.Matches(k, keys.New):
 		m.prev, m.mode = m.mode, modeForm
 		if !m.form.busy {
-			m.form = newForm()
+			m.form = newForm(m.w)
 		}
 		return m, nil
 	}
 	name := m.target()
-	switch s {
-	case "z", "w", "d", "k":
+	if what := m.action(k); what != "" {
 		if name == "" {
 			return m, nil
-		}
-		what := map[string]string{"z": "sleep", "w": "wake", "d": "destroy", "k": "keep"}[s]
-		if what == "keep" && m.boxes[name].Keep {
-			what = "unkeep"
 		}
 		m.confirm.what, m.confirm.box = what, name
 		m.prev, m.mode = m.mode, modeConfirm
 		return m, nil
-	case "a":
+	}
+	if key.Matches(k, keys.Answer) {
 		if name == "" {
 			return m, nil
 		}
-		m.prev, m.mode, m.input = m.mode, modeAnswer, ""
+		m.prev, m.mode = m.mode, modeAnswer
+		m.input.Reset()
 		return m, nil
 	}
 	if m.mode == modeBox {
-		switch s {
-		case "up", "k":
+		switch {
+		case key.Matches(k, keys.Up):
 			m.scroll = min(m.scroll+1, max(len(m.lines)-1, 0))
-		case "down", "j":
+		case key.Matches(k, keys.Down):
 			m.scroll = max(m.scroll-1, 0)
-		case "pgup":
+		case key.Matches(k, keys.PageUp):
 			m.scroll = min(m.scroll+m.logHeight(), max(len(m.lines)-1, 0))
-		case "pgdown":
+		case key.Matches(k, keys.PageDown):
 			m.scroll = max(m.scroll-m.logHeight(), 0)
-		case "end", "G":
+		case key.Matches(k, keys.Follow):
 			m.scroll = 0
 		}
 		return m, nil
 	}
-	switch s {
-	case "up", "k":
+	switch {
+	case key.Matches(k, keys.Up):
 		m.cursor = max(m.cursor-1, 0)
-	case "down", "j":
+	case key.Matches(k, keys.Down):
 		m.cursor = min(m.cursor+1, max(len(m.order)-1, 0))
-	case "home", "g":
+	case key.Matches(k, keys.Top):
 		m.cursor = 0
-	case "end", "G":
+	case key.Matches(k, keys.Bottom):
 		m.cursor = max(len(m.order)-1, 0)
-	case "s":
+	case key.Matches(k, keys.Sort):
 		m.sortBy = (m.sortBy + 1) % len(sortNames)
 		m.reorder()
 		m.status = "sorted by " + sortNames[m.sortBy]
-	case "/":
-		m.prev, m.mode, m.input = m.mode, modeFilter, m.filter
-	case "enter":
+	case key.Matches(k, keys.Filter):
+		m.prev, m.mode, m.filterWas = m.mode, modeFilter, m.filter
+		m.input.SetValue(m.filter)
+		m.input.CursorEnd()
+	case key.Matches(k, keys.Open):
 		if name != "" {
 			return m, m.openBox(name)
 		}
@@ -491,45 +572,66 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// action is the confirmed action k asks for, or "".
+func (m *model) action(k tea.KeyPressMsg) string {
+	switch {
+	case key.Matches(k, m.keys.Sleep):
+		return "sleep"
+	case key.Matches(k, m.keys.Wake):
+		return "wake"
+	case key.Matches(k, m.keys.Destroy):
+		return "destroy"
+	case key.Matches(k, m.keys.Keep):
+		if m.boxes[m.target()].Keep {
+			return "unkeep"
+		}
+		return "keep"
+	}
+	return ""
+}
+
 // lineKey edits the one-line input of the filter and answer prompts.
 func (m *model) lineKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	switch k.String() {
-	case "esc":
-		m.mode = m.prev
-		if m.mode == modeTable && m.prev == modeFilter {
-			m.mode = modeTable
+	switch {
+	case key.Matches(k, m.keys.Cancel):
+		if m.mode == modeFilter {
+			m.filter = m.filterWas
+			m.reorder()
 		}
+		m.mode = m.prev
 		return m, nil
-	case "enter":
+	case key.Matches(k, m.keys.Accept):
 		was := m.mode
 		m.mode = m.prev
 		if was == modeFilter {
-			m.filter = strings.TrimSpace(m.input)
+			m.filter = strings.TrimSpace(m.input.Value())
 			m.reorder()
 			return m, nil
 		}
-		text := strings.TrimSpace(m.input)
+		text := strings.TrimSpace(m.input.Value())
 		if text == "" {
 			m.status = "empty answer: nothing sent"
 			return m, nil
 		}
 		return m, m.answer(m.target(), text)
-	case "backspace":
-		if r := []rune(m.input); len(r) > 0 {
-			m.input = string(r[:len(r)-1])
-		}
-	case "ctrl+u":
-		m.input = ""
+	case key.Matches(k, m.keys.Clear):
+		m.input.Reset()
 	default:
-		if k.Text != "" {
-			m.input += k.Text
-		}
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(typedKey(k))
+		m.filterAsYouType()
+		return m, cmd
 	}
-	if m.mode == modeFilter { // filter as you type
-		m.filter = strings.TrimSpace(m.input)
+	m.filterAsYouType()
+	return m, nil
+}
+
+// filterAsYouType applies the filter prompt's text while it is typed.
+func (m *model) filterAsYouType() {
+	if m.mode == modeFilter {
+		m.filter = strings.TrimSpace(m.input.Value())
 		m.reorder()
 	}
-	return m, nil
 }
 
 func (m *model) act(what, name string) tea.Cmd {
@@ -712,66 +814,82 @@ func (m *model) View() tea.View {
 	}
 	v := tea.NewView(strings.Join(lines, "\n"))
 	v.AltScreen = true
+	v.Cursor = m.textCursor(height)
 	return v
+}
+
+// textCursor is where the terminal's cursor shows while text is typed (the
+// prompt line, or the form's focused field), nil to hide it.
+func (m *model) textCursor(bodyHeight int) *tea.Cursor {
+	var c *tea.Cursor
+	switch m.mode {
+	case modeFilter, modeAnswer:
+		in := m.promptInput()
+		if c = in.Cursor(); c != nil {
+			c.Y = bodyHeight // the prompt line, below the body
+		}
+	case modeForm:
+		c = m.form.cursor(bodyHeight)
+	}
+	if c == nil || c.X >= m.w {
+		return nil
+	}
+	return c
+}
+
+// promptInput is the prompt line's input with its prompt, fitted to the
+// terminal's width (the input scrolls sideways past it).
+func (m *model) promptInput() textinput.Model {
+	in := m.input
+	if m.mode == modeFilter {
+		in.Prompt = "filter: "
+	} else {
+		verb := "follow-up to "
+		if m.boxes[m.target()].Question.Len() > 0 {
+			verb = "answer to "
+		}
+		in.Prompt = verb + safe(m.target()) + ": "
+	}
+	in.SetWidth(max(m.w-lipgloss.Width(in.Prompt)-1, 1))
+	return in
 }
 
 func (m *model) promptLine() string {
 	switch m.mode {
 	case modeConfirm:
 		return stConfirm.Render(fmt.Sprintf(" %s %s? y/N ", m.confirm.what, safe(m.confirm.box)))
-	case modeFilter:
-		return "filter: " + safe(m.input) + "█"
-	case modeAnswer:
-		verb := "follow-up to "
-		if m.boxes[m.target()].Question.Len() > 0 {
-			verb = "answer to "
-		}
-		return verb + safe(m.target()) + ": " + safe(m.input) + "█"
+	case modeFilter, modeAnswer:
+		in := m.promptInput()
+		return in.View()
 	}
 	return stStatus.Render(safe(oneLine(m.status)))
 }
 
+// helpBar is the mode's keys, cut with "…" where the terminal is narrow.
 func (m *model) helpBar() string {
-	var h string
+	var b bindings
 	switch m.mode {
 	case modeBox:
-		h = "esc back · a answer · z sleep · w wake · k keep · d destroy · ↑↓ scroll · ? help · ctrl+c quit"
-		if m.w < lipgloss.Width(h) {
-			h = "esc back · a answer · z/w sleep/wake · k keep · d destroy · ↑↓ scroll · ?"
-		}
+		b = m.keys.boxHelp()
 	case modeForm:
-		h = "tab/↑↓ field · space toggle · enter next/submit · ctrl+s submit · esc cancel"
+		b = m.keys.formHelp()
 	case modeFilter, modeAnswer:
-		h = "enter done · esc cancel · ctrl+u clear"
+		b = m.keys.promptHelp()
 	case modeConfirm:
-		h = "y confirm · any other key cancels"
+		b = m.keys.confirmHelp()
 	case modeHelp:
-		h = "any key: back"
+		return stHelp.Render("any key: back")
 	default:
-		h = "↑↓ move · ⏎ open · n new · a answer · z sleep · w wake · k keep · d destroy · s sort · / filter · ? help · q quit"
-		if m.w < lipgloss.Width(h) {
-			h = "↑↓ ⏎ open · n new · a answer · z/w sleep/wake · k keep · d destroy · s · / · ? · q"
-		}
+		b = m.keys.tableHelp()
 	}
-	return stHelp.Render(h)
+	return m.help.ShortHelpView(b.ShortHelp())
 }
 
 func (m *model) helpView() string {
-	return stTitle.Render("sbx fleet — keys") + `
-
-Table
-  ↑/↓ j/k   move              enter   open the box (live log)
-  n         delegate a task    /       filter (name, owner, state, task)
-  s         cycle sort: newest, name, state, last output
-  a         answer the question (or send a follow-up)
-  z / w     sleep / wake       k       keep / unkeep
-  d         destroy            q       quit
-
-Box view
-  ↑/↓ PgUp/PgDn  scroll the log; End follows again
-  esc / q        back to the table
-
-Actions ask for confirmation (y). Everything shown is redacted by the core.`
+	return stTitle.Render("sbx fleet — keys") + "\n\nTable\n" +
+		m.help.FullHelpView(m.keys.tableHelp().FullHelp()) + "\n\nBox view\n" +
+		m.help.FullHelpView(m.keys.boxHelp().FullHelp()) + "\n\n" +
+		"Actions ask for confirmation (y). Everything shown is redacted by the core."
 }
 
 func (m *model) tableView() string {
@@ -793,11 +911,21 @@ func (m *model) tableView() string {
 		}
 		return strings.Join(parts, " ")
 	}
+	// Plain output cannot show the selection in reverse: a marker column.
+	mark := func(selected bool) string {
+		switch {
+		case !m.plain:
+			return ""
+		case selected:
+			return "> "
+		}
+		return "  "
+	}
 	var head []string
 	for _, c := range cols {
 		head = append(head, c.name)
 	}
-	b.WriteString(stHeader.Render(row(head)) + "\n")
+	b.WriteString(mark(false) + stHeader.Render(row(head)) + "\n")
 	if len(m.order) == 0 {
 		if len(m.boxes) == 0 {
 			b.WriteString("\n  no boxes yet — press n to delegate a task\n")
@@ -828,7 +956,7 @@ func (m *model) tableView() string {
 		} else if st, ok := stState[bx.State]; ok {
 			line = st.Render(line)
 		}
-		b.WriteString(line + "\n")
+		b.WriteString(mark(i == m.cursor) + line + "\n")
 	}
 	return b.String()
 }
@@ -839,7 +967,11 @@ func (m *model) nameWidth() int {
 	for _, n := range m.order {
 		w = max(w, len(n))
 	}
-	return min(w, max(m.w-56, 12))
+	room := m.w - 56
+	if m.plain {
+		room -= 2 // the selection marker
+	}
+	return min(w, max(room, 12))
 }
 
 func (m *model) logHeight() int { return max(m.h-8, 1) }
