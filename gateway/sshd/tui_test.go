@@ -89,6 +89,8 @@ func TestTUI(t *testing.T) {
 	tm.keys("which word?", "Enter", "Enter", "Enter", "script", "Enter", "Enter")
 	tm.wait(`> Keep: +no`, 5*time.Second)
 	tm.keys("Enter") // submit from the last field
+	// The status line follows the core's steps while the box boots.
+	tm.wait(`booting \((small|stock) kernel\)…`, 30*time.Second)
 	var name string
 	for ev := range events {
 		if ev.Kind == fleet.EventState {

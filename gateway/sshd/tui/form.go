@@ -171,19 +171,58 @@ func (m *model) formKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// stepMsg is one of the core's delegate steps (cloning, booting, …) for
+// the status line; next waits for the one after it.
+type stepMsg struct {
+	step  fleet.Step
+	steps <-chan fleet.Step
+}
+
 // submit delegates and goes back to the table at once: the new box shows
-// up through the core's events while it boots. A refusal reopens the form
-// with everything typed.
+// up through the core's events while it boots, and the status line says
+// which step the delegation is at. A refusal reopens the form with
+// everything typed.
 func (m *model) submit() tea.Cmd {
 	req := m.form.request()
 	m.form.busy = true
 	m.mode = modeTable
 	m.status = "delegating…"
-	f, ctx, caller := m.o.Fleet, m.ctx, m.o.Caller
-	return func() tea.Msg {
-		b, err := f.Delegate(ctx, caller, req)
-		return delegatedMsg{b, err}
+	// The core calls Progress on the delegating goroutine, possibly with
+	// the box locked: hand the step over without blocking (a delegation
+	// has a handful of steps; the buffer holds them all) and let the
+	// program read it.
+	steps := make(chan fleet.Step, 32)
+	req.Progress = func(s fleet.Step) {
+		select {
+		case steps <- s:
+		default:
+		}
 	}
+	f, ctx, caller := m.o.Fleet, m.ctx, m.o.Caller
+	return tea.Batch(func() tea.Msg {
+		b, err := f.Delegate(ctx, caller, req)
+		close(steps) // Progress is not called after Delegate returns
+		return delegatedMsg{b, err}
+	}, nextStep(steps))
+}
+
+func nextStep(steps <-chan fleet.Step) tea.Cmd {
+	return func() tea.Msg {
+		s, ok := <-steps
+		if !ok {
+			return nil
+		}
+		return stepMsg{s, steps}
+	}
+}
+
+// stepped shows a step while the delegation runs (a step read after the
+// result must not overwrite it).
+func (m *model) stepped(msg stepMsg) tea.Cmd {
+	if m.form.busy {
+		m.status = msg.step.String()
+	}
+	return nextStep(msg.steps)
 }
 
 func (m *model) delegated(msg delegatedMsg) tea.Cmd {

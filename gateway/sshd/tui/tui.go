@@ -358,6 +358,8 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tickClock() // ages move on
 	case delegatedMsg:
 		return m, m.delegated(msg)
+	case stepMsg:
+		return m, m.stepped(msg)
 	case logOpened:
 		if msg.gen != m.logGen {
 			_ = msg.ls.Close()
