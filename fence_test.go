@@ -18,10 +18,11 @@ var guestFolders = []string{"vm/guest", "hooks"}
 
 // sharedPackages are the packages both ends link: the agent protocol (its
 // host client and its wire), the egress forwarder, which QEMU runs from the
-// guest binary on the host and whose pipe the pod agent uses, and the
-// build's version, which both binaries answer `sbx version` with. Only
-// these packages, not their subfolders.
-var sharedPackages = []string{"vm/agent", "vm/fwd", "internal/buildinfo"}
+// guest binary on the host and whose pipe the pod agent uses, the build's
+// version, which both binaries answer `sbx version` with, and the command
+// line's usage errors and the error kinds behind their exit status (both
+// binaries share main). Only these packages, not their subfolders.
+var sharedPackages = []string{"vm/agent", "vm/fwd", "internal/buildinfo", "internal/cliusage", "internal/errkind"}
 
 // guestAllowed reports whether the module's package pkg may be linked into
 // the guest binary. Anything else of the module is the host's (the gateway,
@@ -73,6 +74,8 @@ func TestGuestAllowed(t *testing.T) {
 		module + "/vm/agent":           true,
 		module + "/vm/fwd":             true,
 		module + "/internal/buildinfo": true,
+		module + "/internal/cliusage":  true,
+		module + "/internal/errkind":   true,
 		module + "/internal/testutil":  false,
 		"github.com/hashicorp/yamux":   true,
 		module + "/vm":                 false,

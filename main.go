@@ -16,6 +16,8 @@ import (
 
 	"sbx.dev/sbx/hooks"
 	"sbx.dev/sbx/internal/buildinfo"
+	"sbx.dev/sbx/internal/cliusage"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/vm/fwd"
 	"sbx.dev/sbx/vm/guest/boxcmd"
 	"sbx.dev/sbx/vm/guest/pid1"
@@ -32,13 +34,20 @@ func main() {
 }
 
 // execute runs the command line against root; an error ends the process
-// with status 1, or the one the error carries (an interrupted start: 130).
+// with status 1, 2 and the usage line for a wrong command line (as over
+// SSH), or the status the error carries (an interrupted start: 130).
 func execute(root *cobra.Command) {
+	cliusage.Mark(root)
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "sbx:", err)
 		status := 1
 		var carried interface{ ExitStatus() int }
-		if errors.As(err, &carried) {
+		var usage *cliusage.Error
+		switch {
+		case errors.As(err, &usage):
+			fmt.Fprintln(os.Stderr, "usage:", usage.Cmd.UseLine())
+			status = errkind.ExitCode(err)
+		case errors.As(err, &carried):
 			status = carried.ExitStatus()
 		}
 		os.Exit(status)
@@ -53,6 +62,10 @@ func newRoot() *cobra.Command {
 		Short:         "Run coding agents in throwaway microVMs, driven over SSH, web and MCP",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Runnable, so an unknown command is checked by Args: a wrong
+		// command line (exit 2), not a help page and 0.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		// cobra's own --version line ("sbx version …"), which `sbx version`
 		// prints too. No SetVersionTemplate: a template makes text/template's
 		// reflection reachable, and the linker then keeps every exported

@@ -2,7 +2,6 @@ package sshd
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sbx.dev/sbx/internal/buildinfo"
-	"sbx.dev/sbx/internal/errkind"
+	"sbx.dev/sbx/internal/cliusage"
 	"sbx.dev/sbx/keys"
 )
 
@@ -39,7 +38,6 @@ func (c *call) root() *cobra.Command {
 	}
 	root.Example = c.examples(`new --agent script "hello world"`, "logs -f BOX", "-t attach BOX", "ls --json", "help new")
 	group(root) // an unknown command is a wrong command line, like a group's
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{cmd: cmd, err: err} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.DisableSuggestions = true
 	whoami := c.whoamiCmd()
@@ -57,39 +55,8 @@ func (c *call) root() *cobra.Command {
 	if c.srv.ExtraCommands != nil {
 		root.AddCommand(c.srv.ExtraCommands(c.sess)...)
 	}
-	markUsageErrors(root)
+	cliusage.Mark(root)
 	return root
-}
-
-// usageError is a wrong command line: an unknown command or flag, a flag
-// value that does not parse, the wrong number of arguments. It is of kind
-// Invalid (exit 2) and shows the command's usage line.
-type usageError struct {
-	cmd *cobra.Command
-	err error
-}
-
-func (e *usageError) Error() string   { return e.err.Error() }
-func (e *usageError) Unwrap() []error { return []error{e.err, errkind.Invalid} }
-
-// markUsageErrors makes every argument check in the tree fail with a
-// usageError.
-func markUsageErrors(cmd *cobra.Command) {
-	if check := cmd.Args; check != nil {
-		cmd.Args = func(cmd *cobra.Command, args []string) error {
-			if err := check(cmd, args); err != nil {
-				var ue *usageError
-				if errors.As(err, &ue) {
-					return err
-				}
-				return &usageError{cmd: cmd, err: err}
-			}
-			return nil
-		}
-	}
-	for _, sub := range cmd.Commands() {
-		markUsageErrors(sub)
-	}
 }
 
 // usageLine is cmd's synopsis: its use line, or "PATH [command]" for a
@@ -138,7 +105,7 @@ func group(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return &usageError{cmd: cmd, err: fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+			return &cliusage.Error{Cmd: cmd, Err: fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
 		}
 		return cmd.Help()
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"sbx.dev/sbx/internal/cliusage"
 )
 
 // TestCommandConventions walks the command tree: every command a user can
@@ -64,7 +66,7 @@ func TestErrorOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	usage := &usageError{cmd: rm, err: errString("accepts 1 arg(s), received 0")}
+	usage := &cliusage.Error{Cmd: rm, Err: errString("accepts 1 arg(s), received 0")}
 	for _, tc := range []struct {
 		err    error
 		asJSON bool

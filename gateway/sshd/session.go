@@ -11,6 +11,7 @@ import (
 	"charm.land/ssh"
 	"github.com/spf13/cobra"
 
+	"sbx.dev/sbx/internal/cliusage"
 	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/internal/termtext"
 	"sbx.dev/sbx/keys"
@@ -91,9 +92,9 @@ func (c *call) run(ctx context.Context, args []string) int {
 func writeError(stderr io.Writer, err error, asJSON bool) {
 	msg := oneLine(err.Error())
 	var usage string
-	var ue *usageError
+	var ue *cliusage.Error
 	if errors.As(err, &ue) {
-		usage = usageLine(ue.cmd)
+		usage = usageLine(ue.Cmd)
 	}
 	if asJSON {
 		kind := "other"
