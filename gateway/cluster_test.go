@@ -244,6 +244,19 @@ func (g *clusterGateway) sshCmd(key string, args ...string) *exec.Cmd {
 	return exec.Command("ssh", argv...)
 }
 
+// newScriptBox delegates task to the script agent and returns the box's
+// name from new --json (without it, new's steps go to stderr, which ssh
+// here combines with stdout).
+func (g *clusterGateway) newScriptBox(key, task string) string {
+	g.t.Helper()
+	out := g.must(key, "new", "--json", "--agent", "script", task)
+	var b struct{ Name string }
+	if err := json.Unmarshal([]byte(out), &b); err != nil || b.Name == "" {
+		g.t.Fatalf("new --json printed %q (%v)", out, err)
+	}
+	return b.Name
+}
+
 func (g *clusterGateway) must(key string, args ...string) string {
 	g.t.Helper()
 	out, code := g.ssh(key, "", args...)
@@ -303,11 +316,7 @@ func TestClusterTwoGateways(t *testing.T) {
 
 	// Delegated through A: a turn that says one line, waits, says another.
 	// (ssh sends one command line: the task is quoted to stay one word.)
-	out := a.must(key, "new", "--agent", "script", `"!say first line`+"\n!sleep 15\n"+`!say second line"`)
-	box := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
-	if box == "" || strings.ContainsAny(box, " \t") {
-		t.Fatalf("new printed %q", out)
-	}
+	box := a.newScriptBox(key, `"!say first line`+"\n!sleep 15\n"+`!say second line"`)
 
 	// A client of B follows the log live while A runs the turn.
 	follow := b.sshCmd(key, "logs", "-f", box)
@@ -367,8 +376,7 @@ func TestClusterTwoGateways(t *testing.T) {
 	a = startClusterGateway(t, bin, c, "A2", dataA, pub, "--set", idleFlag)
 	// A question asked in a turn B follows is answered through A, which
 	// then follows the next turn.
-	box2 := strings.TrimSpace(strings.SplitN(b.must(key, "new", "--agent", "script",
-		`"!say starting`+"\n!ask Which word?\n!write README.md {answer}\n"+`!say finished"`), "\n", 2)[0])
+	box2 := b.newScriptBox(key, `"!say starting`+"\n!ask Which word?\n!write README.md {answer}\n"+`!say finished"`)
 	a.waitState(key, box2, "waiting", time.Minute)
 	// Two users answer at once, one through each gateway: one answer is
 	// taken, the other refused (the box's lock holds across gateways).
@@ -499,7 +507,7 @@ func TestClusterMaxDurationOnce(t *testing.T) {
 	flag := "fleet.max_duration=" + maxDur.String()
 	a := startClusterGateway(t, bin, c, "A", filepath.Join(dir, "a"), pub, "--set", flag)
 	b := startClusterGateway(t, bin, c, "B", filepath.Join(dir, "b"), pub, "--set", flag)
-	box := strings.TrimSpace(strings.SplitN(a.must(key, "new", "--agent", "script", `"!sleep 300"`), "\n", 2)[0])
+	box := a.newScriptBox(key, `"!sleep 300"`)
 	b.waitState(key, box, "failed", maxDur+time.Minute)
 	a.waitState(key, box, "failed", 10*time.Second)
 	time.Sleep(6 * time.Second) // a tick of each gateway more

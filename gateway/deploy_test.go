@@ -240,7 +240,11 @@ patches:
 	ssh("ls")
 
 	// A box, through the gateway's own service account (deploy/rbac.yaml).
-	box := strings.TrimSpace(strings.SplitN(ssh("new", "--agent", "script", `"!say hello from the deployed gateway"`), "\n", 2)[0])
+	var created struct{ Name string }
+	if out := ssh("new", "--json", "--agent", "script", `"!say hello from the deployed gateway"`); json.Unmarshal([]byte(out), &created) != nil || created.Name == "" {
+		t.Fatalf("new --json: %q", out)
+	}
+	box := created.Name
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var st struct{ State string }
