@@ -169,10 +169,7 @@ func (c *call) keyCmd() *cobra.Command {
 		Short: "List SSH keys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if target() != c.user.Name && c.user.Role != keys.RoleAdmin {
-				return fmt.Errorf("key ls --user %s: %w", target(), keys.ErrForbidden)
-			}
-			ks, err := c.srv.Identity.Keys(cmd.Context(), target())
+			ks, err := c.srv.Identity.Keys(cmd.Context(), c.actor, target())
 			if err != nil {
 				return err
 			}
