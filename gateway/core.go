@@ -34,7 +34,8 @@ type core struct {
 	// before (the redactor's reloads, the box network).
 	ready atomic.Pointer[fleet.Fleet]
 	// why is set when the gateway runs without boxes (vm.backend none, or
-	// QEMU/kernel missing): the fronts say it.
+	// QEMU/kernel missing): the SSH front says it (the web has its own
+	// sentence).
 	why string
 }
 

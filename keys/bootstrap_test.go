@@ -47,7 +47,7 @@ func TestBootstrapFromEnvText(t *testing.T) {
 	if err != nil || !r.Skipped || r.Created {
 		t.Fatalf("second bootstrap: %+v %v", r, err)
 	}
-	if ks, _ := e.svc.Keys(ctx, "admin"); len(ks) != 2 {
+	if ks, _ := e.svc.Keys(ctx, cli, "admin"); len(ks) != 2 {
 		t.Errorf("admin has %d keys after the second start, want 2", len(ks))
 	}
 }

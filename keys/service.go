@@ -223,8 +223,12 @@ func fingerprintDetail(fp string) string {
 	return short(fp)
 }
 
-// Keys lists the SSH keys of user.
-func (s *Service) Keys(ctx context.Context, user string) ([]Key, error) {
+// Keys lists the SSH keys of user. Users list their own keys, admins
+// anyone's.
+func (s *Service) Keys(ctx context.Context, actor Actor, user string) ([]Key, error) {
+	if err := s.authorize(ctx, actor, user, true); err != nil {
+		return nil, err
+	}
 	return s.store.ListKeys(ctx, user)
 }
 

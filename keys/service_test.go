@@ -240,7 +240,7 @@ func TestDuplicatesAndBadInputWriteNothing(t *testing.T) {
 	if _, err := e.svc.AddKeys(ctx, cli, "alice", fresh+"\n"+line); !errors.Is(err, keys.ErrExists) {
 		t.Fatalf("AddKeys with an existing key: %v", err)
 	}
-	if ks, _ := e.svc.Keys(ctx, "alice"); len(ks) != 1 {
+	if ks, _ := e.svc.Keys(ctx, cli, "alice"); len(ks) != 1 {
 		t.Errorf("alice has %d keys after a refused batch, want 1", len(ks))
 	}
 }
@@ -546,5 +546,38 @@ func TestKeyRemovalAuditNamesWholeFingerprint(t *testing.T) {
 	}
 	if want := "key=" + ks[0].Fingerprint; details[1] != want {
 		t.Errorf("removed key's row %q, want %q", details[1], want)
+	}
+}
+
+// TestRegressionKeyListAuthorizedInCore: who may list whose SSH keys is the
+// keys service's rule (it was checked only in the SSH front, so another
+// front listing keys would have had to copy it): users their own, admins
+// anyone's, nobody once disabled.
+func TestRegressionKeyListAuthorizedInCore(t *testing.T) {
+	e := newEnv(t)
+	mustAdd(t, e, "alice", keys.RoleAdmin, 1)
+	mustAdd(t, e, "bob", keys.RoleOperator, 2)
+	mustAdd(t, e, "carol", keys.RoleOperator, 1)
+	if err := e.svc.SetDisabled(ctx, cli, "carol", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		actor   keys.Actor
+		user    string
+		want    int
+		wantErr error
+	}{
+		{actor("bob"), "bob", 2, nil},
+		{actor("alice"), "bob", 2, nil},
+		{cli, "bob", 2, nil},
+		{actor("bob"), "alice", 0, keys.ErrForbidden},
+		{actor("carol"), "carol", 0, keys.ErrDisabled},
+		{actor("mallory"), "bob", 0, keys.ErrForbidden},
+		{keys.Actor{Front: "ssh"}, "bob", 0, keys.ErrForbidden},
+	} {
+		ks, err := e.svc.Keys(ctx, tc.actor, tc.user)
+		if !errors.Is(err, tc.wantErr) || len(ks) != tc.want {
+			t.Errorf("%s lists %s's keys: %d, %v; want %d, %v", tc.actor.User, tc.user, len(ks), err, tc.want, tc.wantErr)
+		}
 	}
 }

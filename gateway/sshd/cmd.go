@@ -73,7 +73,6 @@ func usageLine(cmd *cobra.Command) string {
 }
 
 func (c *call) whoamiCmd() *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "whoami",
 		Short: "Show who you are signed in as",
@@ -83,7 +82,7 @@ func (c *call) whoamiCmd() *cobra.Command {
 			if pk := c.sess.PublicKey(); pk != nil {
 				fp = fingerprint(pk)
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{
 					"user": c.user.Name, "role": string(c.user.Role), "key": fp, "version": buildinfo.Get().Short()})
 			}
@@ -91,7 +90,7 @@ func (c *call) whoamiCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }
 

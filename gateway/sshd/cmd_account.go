@@ -68,7 +68,6 @@ func (c *call) accountCmd() *cobra.Command {
 	}
 	add.Flags().StringVar(&probe, "probe", "", "check the token can read this repository (owner/name) before saving")
 
-	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List your accounts: tokens masked, whose they are and when they expire (flagged a week before)",
@@ -83,7 +82,7 @@ func (c *call) accountCmd() *cobra.Command {
 				return err
 			}
 			now := c.srv.Now()
-			if asJSON {
+			if wantJSON(cmd) {
 				// login is "" and scopes null for an account added before
 				// sbx kept them; scopes is null for a fine-grained token.
 				type row struct {
@@ -141,7 +140,7 @@ func (c *call) accountCmd() *cobra.Command {
 			return nil
 		},
 	}
-	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(ls)
 
 	rm := &cobra.Command{
 		Use:   "rm NAME",
@@ -187,7 +186,6 @@ func (c *call) accountCmd() *cobra.Command {
 
 func (c *call) poolCmd() *cobra.Command {
 	var set int
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:         "pool [--set N]",
 		Short:       "Show or size the warm pool of pre-booted boxes (admins only)",
@@ -207,7 +205,7 @@ func (c *call) poolCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "warm pool: target %d, ready %d, booting %d\n", st.Target, st.Ready, st.Booting)
@@ -216,6 +214,6 @@ func (c *call) poolCmd() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&set, "set", 0, "keep this many boxes pre-booted")
 	cmd.Example = c.examples("pool", "pool --set 2", "pool --json")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }

@@ -72,7 +72,7 @@ func (c *call) boxCmds() []*cobra.Command {
 func (c *call) newCmd() *cobra.Command {
 	var repos, allow []string
 	var ref, agentName, setup string
-	var keep, asJSON bool
+	var keep bool
 	cmd := &cobra.Command{
 		Use:   "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] [--setup SCRIPT|-] TASK…",
 		Short: "Delegate a task to a new box",
@@ -101,14 +101,14 @@ func (c *call) newCmd() *cobra.Command {
 			if ref != "" && len(repos) == 0 {
 				return fmt.Errorf("--ref %q without --repo: %w", ref, fleet.ErrInvalid)
 			}
-			if !asJSON {
+			if !wantJSON(cmd) {
 				req.Progress = stepLines(cmd.ErrOrStderr())
 			}
 			b, err := f.Delegate(cmd.Context(), c.actor, req)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), b)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b.Name)
@@ -122,7 +122,7 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&allow, "allow", nil, "an extra egress domain the box may reach (example.com, *.example.com; ports 80 and 443, or example.com:8443); repeat for more")
 	cmd.Flags().BoolVar(&keep, "keep", false, "never destroy the box while it sleeps")
 	cmd.Flags().StringVar(&setup, "setup", "", "a shell script run as root in the box before the agent starts (packages, toolchains); - reads it from stdin")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }
 
@@ -140,7 +140,6 @@ func stepLines(w io.Writer) func(fleet.Step) {
 }
 
 func (c *call) lsCmd() *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Short:   "List your boxes (admins: every box)",
@@ -156,7 +155,7 @@ func (c *call) lsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				if boxes == nil {
 					boxes = []fleet.Box{}
 				}
@@ -183,25 +182,24 @@ func (c *call) lsCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }
 
 func (c *call) statusCmd() *cobra.Command {
-	var asJSON bool
 	cmd := c.boxCmd("status BOX", "Show one box", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, _ []string) error {
 			b, err := f.Get(cmd.Context(), c.actor, box)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), b)
 			}
 			writeBox(cmd.OutOrStdout(), b, c.srv.Now())
 			return nil
 		})
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	cmd.Example = c.examples("status fix-the-flaky-3f2a1c", "status --json fix-the-flaky-3f2a1c")
 	return cmd
 }
@@ -266,7 +264,7 @@ func (c *call) logsCmd() *cobra.Command {
 				return err
 			}
 			defer ls.Close()
-			out, asJSON := cmd.OutOrStdout(), wantJSON(cmd)
+			out := cmd.OutOrStdout()
 			for {
 				ch, err := ls.Next(ctx)
 				if errors.Is(err, io.EOF) || (err != nil && ctx.Err() != nil) {
@@ -275,7 +273,7 @@ func (c *call) logsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
+				if wantJSON(cmd) {
 					err = writeJSONLine(out, logRecord{Text: ch.Text.String(), ResumeFrom: ch.Offset})
 				} else {
 					_, err = io.WriteString(out, ch.Text.String())
@@ -301,7 +299,7 @@ type logRecord struct {
 }
 
 func (c *call) answerCmd() *cobra.Command {
-	var followUp, force, asJSON bool
+	var followUp, force bool
 	cmd := c.boxCmd("answer [--follow-up] [--force] BOX TEXT…",
 		"Answer the box's question (--follow-up: send a message; mid-turn it queues in the inbox unless --force)",
 		cobra.MinimumNArgs(2),
@@ -320,7 +318,7 @@ func (c *call) answerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			switch res.Outcome {
@@ -337,19 +335,19 @@ func (c *call) answerCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&force, "force", false, "with --follow-up: interrupt a running turn instead of queueing")
 	cmd.Example = c.examples(`answer fix-the-flaky-3f2a1c "use v2"`, `answer --follow-up fix-the-flaky-3f2a1c "now add a test"`,
 		`answer --follow-up --force fix-the-flaky-3f2a1c "stop, use v3"`)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }
 
 func (c *call) askCmd() *cobra.Command {
-	var fresh, asJSON bool
+	var fresh bool
 	cmd := c.boxCmd("ask [--new] BOX QUESTION…", "Ask a read-only side question without disturbing the run", cobra.MinimumNArgs(2),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, rest []string) error {
 			ans, err := f.Ask(cmd.Context(), c.actor, box, strings.Join(rest, " "), fresh)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"box": box, "answer": ans})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), strings.TrimRight(ans.String(), "\n"))
@@ -357,19 +355,18 @@ func (c *call) askCmd() *cobra.Command {
 		})
 	cmd.Flags().BoolVar(&fresh, "new", false, "start a new side thread")
 	cmd.Example = c.examples(`ask fix-the-flaky-3f2a1c "which tests did you run?"`, `ask --new fix-the-flaky-3f2a1c "what is left?"`)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }
 
 func (c *call) inboxCmd() *cobra.Command {
-	var asJSON bool
 	cmd := c.boxCmd("inbox BOX", "List the follow-ups queued for a box", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, _ []string) error {
 			items, err := f.Inbox(cmd.Context(), c.actor, box)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				if items == nil {
 					items = []fleet.InboxItem{}
 				}
@@ -387,7 +384,7 @@ func (c *call) inboxCmd() *cobra.Command {
 			}
 			return tw.Flush()
 		})
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	rm := c.boxCmd("rm BOX ID", "Remove a queued follow-up", cobra.ExactArgs(2),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, rest []string) error {
 			id, err := strconv.ParseInt(rest[0], 10, 64)
@@ -409,14 +406,14 @@ func (c *call) inboxCmd() *cobra.Command {
 }
 
 func (c *call) diffCmd() *cobra.Command {
-	var stat, asJSON bool
+	var stat bool
 	cmd := c.boxCmd("diff [--stat] BOX", "Show the box's change against its base commit", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, _ []string) error {
 			d, err := f.Diff(cmd.Context(), c.actor, box)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				if d.Files == nil {
 					d.Files = []fleet.FileStat{}
 				}
@@ -442,19 +439,18 @@ func (c *call) diffCmd() *cobra.Command {
 		})
 	cmd.Flags().BoolVar(&stat, "stat", false, "per-file added and deleted lines only")
 	cmd.Example = c.examples("diff fix-the-flaky-3f2a1c > fix.patch", "diff --stat fix-the-flaky-3f2a1c", "diff --json fix-the-flaky-3f2a1c")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }
 
 // stateCmd is a command that changes a box and prints its new state.
 func (c *call) stateCmd(use, short string, do func(cmd *cobra.Command, f *fleet.Fleet, box string) (fleet.Box, error)) *cobra.Command {
-	var asJSON bool
 	cmd := c.boxCmd(use, short, cobra.ExactArgs(1), func(cmd *cobra.Command, f *fleet.Fleet, box string, _ []string) error {
 		b, err := do(cmd, f, box)
 		if err != nil {
 			return err
 		}
-		if asJSON {
+		if wantJSON(cmd) {
 			return writeJSON(cmd.OutOrStdout(), b)
 		}
 		kept := ""
@@ -464,7 +460,7 @@ func (c *call) stateCmd(use, short string, do func(cmd *cobra.Command, f *fleet.
 		fmt.Fprintf(cmd.OutOrStdout(), "box %s is %s%s\n", b.Name, b.State, kept)
 		return nil
 	})
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	verb := cmd.Name()
 	cmd.Example = c.examples(verb+" fix-the-flaky-3f2a1c", verb+" --json fix-the-flaky-3f2a1c")
 	return cmd
@@ -507,7 +503,7 @@ func (c *call) rmCmd() *cobra.Command {
 }
 
 func (c *call) allowCmd() *cobra.Command {
-	var set, asJSON bool
+	var set bool
 	cmd := c.boxCmd("allow [--set] BOX [DOMAIN[:PORT]…]", "Add egress domains a box may reach, on ports 80 and 443 or DOMAIN:PORT (--set: replace the list; no domains: show it)",
 		cobra.MinimumNArgs(1),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, domains []string) error {
@@ -524,7 +520,7 @@ func (c *call) allowCmd() *cobra.Command {
 					return err
 				}
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"box": b.Name, "allow": b.Allow})
 			}
 			if len(b.Allow) == 0 {
@@ -537,7 +533,7 @@ func (c *call) allowCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&set, "set", false, "replace the list with exactly these domains (none: clear it)")
 	cmd.Example = c.examples("allow fix-the-flaky-3f2a1c", "allow fix-the-flaky-3f2a1c pypi.org '*.pythonhosted.org'",
 		"allow fix-the-flaky-3f2a1c example.com:8443", "allow --set fix-the-flaky-3f2a1c")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }
 

@@ -42,7 +42,6 @@ func (c *call) mcpCmd() *cobra.Command {
 					s.Name, s.URL, strings.Join(s.Headers, ", "), endpoint))
 		},
 	}
-	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List your MCP servers (header names only)",
@@ -56,7 +55,7 @@ func (c *call) mcpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), list)
 			}
 			if len(list) == 0 {
@@ -69,7 +68,7 @@ func (c *call) mcpCmd() *cobra.Command {
 			return nil
 		},
 	}
-	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(ls)
 	rm := &cobra.Command{
 		Use:   "rm NAME",
 		Short: "Remove one of your MCP servers",

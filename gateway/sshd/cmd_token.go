@@ -17,7 +17,6 @@ func (c *call) tokenCmd() *cobra.Command {
 	var name string
 	var expires time.Duration
 	var scopes []string
-	var asJSON bool
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create an API key; it is shown once",
@@ -33,7 +32,7 @@ func (c *call) tokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{
 					"token": token, "id": k.ID, "name": k.Name, "expires": stamp(k.Expires)})
 			}
@@ -45,7 +44,7 @@ func (c *call) tokenCmd() *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "a label for the key (default ssh-<time>)")
 	create.Flags().DurationVar(&expires, "expires", 720*time.Hour, "lifetime; 0 means it never expires")
 	create.Flags().StringSliceVar(&scopes, "scope", nil, "the key's scopes: read, write (read and change boxes), tokens (manage API keys); default read,write")
-	create.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(create)
 
 	var lsJSON bool
 	ls := &cobra.Command{
@@ -107,7 +106,6 @@ func (c *call) tokenCmd() *cobra.Command {
 func (c *call) auditCmd() *cobra.Command {
 	var user, since string
 	var limit int
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:         "audit",
 		Short:       "List audit rows, newest first (admins only)",
@@ -129,7 +127,7 @@ func (c *call) auditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				type row struct {
 					ID     int64  `json:"id"`
 					Time   string `json:"time"`
@@ -160,7 +158,7 @@ func (c *call) auditCmd() *cobra.Command {
 	cmd.Flags().StringVar(&since, "since", "", "only rows since a time (RFC 3339) or a duration ago (24h)")
 	cmd.Flags().IntVar(&limit, "limit", audit.DefaultLimit, "at most this many rows")
 	cmd.Example = c.examples("audit --since 1h", "audit --user bob --since 2026-11-29 --json", "audit --limit 20")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(cmd)
 	return cmd
 }
 

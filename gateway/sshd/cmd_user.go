@@ -60,7 +60,6 @@ func (c *call) userCmd() *cobra.Command {
 		},
 	}
 
-	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List users",
@@ -70,7 +69,7 @@ func (c *call) userCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				type row struct {
 					Name     string `json:"name"`
 					Role     string `json:"role"`
@@ -95,7 +94,7 @@ func (c *call) userCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(ls)
 
 	setDisabled := func(use, short, verb string, disabled bool) *cobra.Command {
 		return jsonFlag(&cobra.Command{
@@ -165,20 +164,16 @@ func (c *call) keyCmd() *cobra.Command {
 				fmt.Sprintf("removed %s from %s", args[0], target()))
 		},
 	}
-	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List SSH keys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if target() != c.user.Name && c.user.Role != keys.RoleAdmin {
-				return fmt.Errorf("key ls --user %s: %w", target(), keys.ErrForbidden)
-			}
-			ks, err := c.srv.Identity.Keys(cmd.Context(), target())
+			ks, err := c.srv.Identity.Keys(cmd.Context(), c.actor, target())
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), keyRows(ks))
 			}
 			tw := table(cmd.OutOrStdout())
@@ -189,7 +184,7 @@ func (c *call) keyCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(ls)
 	cmd.PersistentFlags().StringVar(&user, "user", "", "act on this user's keys (admins)")
 	add.Example = c.examples("key add < ~/.ssh/id_ecdsa.pub", `key add "$(cat laptop.pub)"`, "key add --user bob < bob2.pub")
 	rm.Example = c.examples("key rm SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s")

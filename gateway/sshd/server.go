@@ -46,7 +46,7 @@ type Identity interface {
 	Users(ctx context.Context) ([]keys.User, error)
 	AddKeys(ctx context.Context, actor keys.Actor, user, authorizedKeys string) ([]keys.Key, error)
 	RemoveKey(ctx context.Context, actor keys.Actor, user, fingerprint string) error
-	Keys(ctx context.Context, user string) ([]keys.Key, error)
+	Keys(ctx context.Context, actor keys.Actor, user string) ([]keys.Key, error)
 	CreateAPIKey(ctx context.Context, actor keys.Actor, user, name string, scopes []string, ttl time.Duration) (string, keys.APIKey, error)
 	APIKeys(ctx context.Context, actor keys.Actor, user string) ([]keys.APIKey, error)
 	RevokeAPIKey(ctx context.Context, actor keys.Actor, user, id string) error

@@ -80,7 +80,7 @@ func (c *call) run(ctx context.Context, args []string) int {
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {
-		writeError(stderr, err, cmd != nil && wantsJSON(cmd, args))
+		writeError(stderr, err, cmd != nil && errorAsJSON(cmd, args))
 		return errkind.ExitCode(err)
 	}
 	return c.exit
@@ -117,10 +117,10 @@ func writeError(stderr io.Writer, err error, asJSON bool) {
 	}
 }
 
-// wantsJSON reports whether the command line asked for JSON: the command's
+// errorAsJSON reports whether the command line asked for JSON: the command's
 // --json flag, or "--json" among the arguments when parsing them failed.
-func wantsJSON(cmd *cobra.Command, args []string) bool {
-	if on, err := cmd.Flags().GetBool("json"); err == nil && on {
+func errorAsJSON(cmd *cobra.Command, args []string) bool {
+	if wantJSON(cmd) {
 		return true
 	}
 	for _, a := range args {
