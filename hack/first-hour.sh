@@ -9,8 +9,8 @@
 # Runs `go tool -modfile=tools/go.mod task up` in a new clone at RUN_DIR
 # (log: RUN_DIR.up.log), waits for the gateway, delegates `new --agent
 # script "hello world"` over the real ssh and polls the transcript for its
-# first line after the turn header. The gateway keeps running afterwards:
-# stop it with kill -INT -- -$(cat RUN_DIR.pid).
+# first line after the turn header, then removes the box. The gateway keeps
+# running afterwards: stop it with kill -INT -- -$(cat RUN_DIR.pid).
 set -u
 run=${1:?usage: first-hour.sh RUN_DIR CACHE_DIR [SOURCE_REPO]}
 croot=${2:?usage: first-hour.sh RUN_DIR CACHE_DIR [SOURCE_REPO]}
@@ -43,3 +43,4 @@ t3=$(ts)
 printf 'box %s, first output: %s\n' "$box" "$first"
 printf 'clone -> gateway serving: %6.1f s\nclone -> new returned:    %6.1f s\nclone -> first output:    %6.1f s (load average %s)\n' \
 	"$(echo "$t1-$t0" | bc)" "$(echo "$t2-$t0" | bc)" "$(echo "$t3-$t0" | bc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+ssh_ rm "$box" >/dev/null

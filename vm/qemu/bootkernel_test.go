@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,12 @@ func TestBootsSmallKernelOnceInstalled(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
+	t.Cleanup(func() {
+		// Boxes outlive their manager by design: nothing may outlive the test.
+		for pid := range qemuUnder(dir) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	var logs testutil.SyncBuffer
 	be, err := New(ctx, Config{DataDir: dir, Init: testInit(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
