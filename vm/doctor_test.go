@@ -43,15 +43,18 @@ func TestDoctorCommandBadArgs(t *testing.T) {
 	}
 }
 
-// TestDoctorCommandProgress: the first doctor on a data dir says on stderr
-// that it probes KVM and how that ended; the second, with the verdict
-// cached, says nothing there. Stdout stays the table.
+// TestDoctorCommandProgress: the first doctor on a machine (an empty build
+// cache) and data dir says on stderr that it probes KVM and how that ended;
+// the second, with the verdict cached, says nothing there, and neither does
+// one on a new data dir (the verdict is the machine's). Stdout stays the
+// table.
 func TestDoctorCommandProgress(t *testing.T) {
 	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err != nil {
 		t.Skipf("no usable /dev/kvm, so no probe boot: %v", err)
 	} else {
 		f.Close()
 	}
+	t.Setenv("SBX_CACHE", t.TempDir())
 	dir := t.TempDir()
 	run := func() (stdout, stderr string) {
 		var out, errOut bytes.Buffer
@@ -75,5 +78,9 @@ func TestDoctorCommandProgress(t *testing.T) {
 	}
 	if _, progress := run(); progress != "" {
 		t.Errorf("second doctor (verdict cached) printed progress:\n%s", progress)
+	}
+	dir = t.TempDir()
+	if _, progress := run(); progress != "" {
+		t.Errorf("doctor on a new data dir probed again despite the machine's verdict:\n%s", progress)
 	}
 }
