@@ -190,14 +190,23 @@ func (s *Server) delegateFailed(w http.ResponseWriter, r *http.Request, err erro
 	s.render(w, r, code, views.DelegatePage(p, f, s.accountsOf(r, c)))
 }
 
+// delegationOf finds the caller's delegation the path names, or answers
+// 404 (another user's is not found either).
+func (s *Server) delegationOf(w http.ResponseWriter, r *http.Request, c caller) (*delegation, bool) {
+	d, ok := s.delegations.get(r.PathValue("id"), c.User.Name)
+	if !ok {
+		s.htmlError(w, r, http.StatusNotFound, "no such delegation here: it ended a while ago, or ran through another gateway (see the fleet)")
+	}
+	return d, ok
+}
+
 // delegation is a delegation's page: its steps so far, live until it
 // ends; once the box has started it sends the browser on to the box (an
 // htmx request from the page's end gets HX-Redirect).
 func (s *Server) delegation(w http.ResponseWriter, r *http.Request) {
 	c, _ := callerFrom(r.Context())
-	d, ok := s.delegations.get(r.PathValue("id"), c.User.Name)
+	d, ok := s.delegationOf(w, r, c)
 	if !ok {
-		s.htmlError(w, r, http.StatusNotFound, "no such delegation here: it ended a while ago, or ran through another gateway (see the fleet)")
 		return
 	}
 	v, _ := d.view()
@@ -220,9 +229,8 @@ func (s *Server) delegation(w http.ResponseWriter, r *http.Request) {
 // ("done": the outcome), then closes.
 func (s *Server) delegationStream(w http.ResponseWriter, r *http.Request) {
 	c, _ := callerFrom(r.Context())
-	d, ok := s.delegations.get(r.PathValue("id"), c.User.Name)
+	d, ok := s.delegationOf(w, r, c)
 	if !ok {
-		s.htmlError(w, r, http.StatusNotFound, "no such delegation here")
 		return
 	}
 	ctx := r.Context()
