@@ -13,6 +13,7 @@ import (
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/gateway/sshd/tui"
+	"sbx.dev/sbx/internal/termtext"
 )
 
 // Help groups of the root command.
@@ -131,11 +132,13 @@ func (c *call) newCmd() *cobra.Command {
 // The core's text is plain (repo names it has checked, fixed words).
 func stepLines(w io.Writer) func(fleet.Step) {
 	return func(s fleet.Step) {
+		// The core's wording holds names it validated; sanitized all the
+		// same, like every line this front writes to a terminal.
 		if !s.Done {
-			fmt.Fprintf(w, "%s ", s.Doing())
+			fmt.Fprintf(w, "%s ", termtext.String(s.Doing()))
 			return
 		}
-		fmt.Fprintf(w, "%s\n", s.Result())
+		fmt.Fprintf(w, "%s\n", termtext.String(s.Result()))
 	}
 }
 
