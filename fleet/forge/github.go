@@ -37,31 +37,31 @@ const (
 	githubAccept = "application/vnd.github+json"
 	// githubTimeout bounds a call when the caller gives no http.Client.
 	githubTimeout = 30 * time.Second
-	// githubMaxBody bounds one answer read (a page of 100 repositories is
+	// githubMaxAnswer bounds one answer read (a page of 100 repositories is
 	// about 600 KB).
-	githubMaxBody = 8 << 20
+	githubMaxAnswer = 8 << 20
 	// githubPerPage is GitHub's largest page.
 	githubPerPage = 100
 	// githubMaxPages bounds the pages one list follows (reviews, check
 	// runs, repositories): 10 pages of 100.
 	githubMaxPages = 10
-	// maxRepos is the most repositories Repos answers with.
-	maxRepos = githubPerPage * githubMaxPages
+	// githubMaxRepos is the most repositories Repos answers with.
+	githubMaxRepos = githubPerPage * githubMaxPages
 	// Bounds GitHub itself sets on a pull request's title and body.
-	maxTitle = 256
-	maxBody  = 65536
-	// maxHostText bounds a host's words (an error message, a check's
+	githubMaxTitle  = 256
+	githubMaxPRBody = 65536
+	// githubMaxHostText bounds a host's words (an error message, a check's
 	// description) carried into an error or a card.
-	maxHostText = 300
+	githubMaxHostText = 300
 )
 
 var (
-	// ownerChars and repoChars: GitHub's owner (user or organization) and
+	// githubOwnerChars and githubRepoChars: GitHub's owner (user or organization) and
 	// repository names; they are put into URL paths, which go-github does
 	// not escape.
-	ownerChars = charset.New("A-Za-z0-9_.-")
-	repoChars  = charset.New("A-Za-z0-9_.-")
-	hexChars   = charset.New("0-9a-f")
+	githubOwnerChars = charset.New("A-Za-z0-9_.-")
+	githubRepoChars  = charset.New("A-Za-z0-9_.-")
+	githubHexChars   = charset.New("0-9a-f")
 )
 
 type githubForge struct {
@@ -75,7 +75,7 @@ type githubForge struct {
 // a redirect points.
 func NewGitHub(base *url.URL, client *http.Client) (Forge, error) {
 	if base == nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" || base.User != nil || base.RawQuery != "" || base.Fragment != "" {
-		return nil, fmt.Errorf("github forge: base %q: want an http(s) address with a host and no user, query or fragment: %w", redactURL(base), errkind.Invalid)
+		return nil, fmt.Errorf("github forge: base %q: want an http(s) address with a host and no user, query or fragment: %w", githubRedactURL(base), errkind.Invalid)
 	}
 	hc := &http.Client{Timeout: githubTimeout}
 	if client != nil {
@@ -96,7 +96,7 @@ func NewGitHub(base *url.URL, client *http.Client) (Forge, error) {
 	return &githubForge{client: c}, nil
 }
 
-func redactURL(u *url.URL) string {
+func githubRedactURL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
@@ -118,11 +118,11 @@ func (t githubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = limitedBody{Reader: io.LimitReader(resp.Body, githubMaxBody), Closer: resp.Body}
+	resp.Body = githubLimitedBody{Reader: io.LimitReader(resp.Body, githubMaxAnswer), Closer: resp.Body}
 	return resp, nil
 }
 
-type limitedBody struct {
+type githubLimitedBody struct {
 	io.Reader
 	io.Closer
 }
@@ -143,24 +143,24 @@ func (g *githubForge) call(token string) (*github.Client, error) {
 	return g.client.WithAuthToken(token), nil
 }
 
-func checkRepo(r Repo) error {
-	if !charset.Is(r.Owner, 1, 100, ownerChars, ownerChars) || !charset.Is(r.Name, 1, 100, repoChars, repoChars) ||
+func githubCheckRepo(r Repo) error {
+	if !charset.Is(r.Owner, 1, 100, githubOwnerChars, githubOwnerChars) || !charset.Is(r.Name, 1, 100, githubRepoChars, githubRepoChars) ||
 		r.Owner == "." || r.Owner == ".." || r.Name == "." || r.Name == ".." {
-		return fmt.Errorf("repository %q: want owner/name of letters, digits, '.', '_' and '-': %w", clip(r.String()), errkind.Invalid)
+		return fmt.Errorf("repository %q: want owner/name of letters, digits, '.', '_' and '-': %w", githubClip(r.String()), errkind.Invalid)
 	}
 	return nil
 }
 
-func checkNumber(n int) error {
+func githubCheckNumber(n int) error {
 	if n <= 0 {
 		return fmt.Errorf("pull request number %d: want a positive number: %w", n, errkind.Invalid)
 	}
 	return nil
 }
 
-// checkBranch accepts what git accepts as a branch name, less what needs
+// githubCheckBranch accepts what git accepts as a branch name, less what needs
 // quoting in a URL query or GitHub's owner:branch head.
-func checkBranch(what, b string) error {
+func githubCheckBranch(what, b string) error {
 	bad := b == "" || len(b) > 255 || strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") ||
 		strings.HasSuffix(b, ".lock") || strings.HasSuffix(b, ".") || strings.Contains(b, "..") || strings.Contains(b, "//") || strings.Contains(b, "@{")
 	for _, r := range b {
@@ -169,36 +169,36 @@ func checkBranch(what, b string) error {
 		}
 	}
 	if bad || !utf8.ValidString(b) {
-		return fmt.Errorf("%s branch %q: not a branch name: %w", what, clip(b), errkind.Invalid)
+		return fmt.Errorf("%s branch %q: not a branch name: %w", what, githubClip(b), errkind.Invalid)
 	}
 	return nil
 }
 
-func checkSHA(sha string) error {
-	if sha != "" && !charset.Is(sha, 40, 40, hexChars, hexChars) && !charset.Is(sha, 64, 64, hexChars, hexChars) {
-		return fmt.Errorf("head sha %q: want 40 or 64 lowercase hex digits: %w", clip(sha), errkind.Invalid)
+func githubCheckSHA(sha string) error {
+	if sha != "" && !charset.Is(sha, 40, 40, githubHexChars, githubHexChars) && !charset.Is(sha, 64, 64, githubHexChars, githubHexChars) {
+		return fmt.Errorf("head sha %q: want 40 or 64 lowercase hex digits: %w", githubClip(sha), errkind.Invalid)
 	}
 	return nil
 }
 
 func (g *githubForge) Open(ctx context.Context, token string, req OpenRequest) (PullRequest, bool, error) {
-	if err := checkRepo(req.Repo); err != nil {
+	if err := githubCheckRepo(req.Repo); err != nil {
 		return PullRequest{}, false, fmt.Errorf("open a pull request: %w", err)
 	}
-	if err := checkBranch("head", req.Head); err != nil {
+	if err := githubCheckBranch("head", req.Head); err != nil {
 		return PullRequest{}, false, fmt.Errorf("open a pull request on %s: %w", req.Repo, err)
 	}
 	if req.Base != "" {
-		if err := checkBranch("base", req.Base); err != nil {
+		if err := githubCheckBranch("base", req.Base); err != nil {
 			return PullRequest{}, false, fmt.Errorf("open a pull request on %s: %w", req.Repo, err)
 		}
 	}
 	title := strings.TrimSpace(req.Title)
 	switch {
-	case title == "" || !utf8.ValidString(title) || utf8.RuneCountInString(title) > maxTitle:
-		return PullRequest{}, false, fmt.Errorf("open a pull request on %s: title: want 1 to %d characters of UTF-8: %w", req.Repo, maxTitle, errkind.Invalid)
-	case !utf8.ValidString(req.Body) || utf8.RuneCountInString(req.Body) > maxBody:
-		return PullRequest{}, false, fmt.Errorf("open a pull request on %s: body: want at most %d characters of UTF-8: %w", req.Repo, maxBody, errkind.Invalid)
+	case title == "" || !utf8.ValidString(title) || utf8.RuneCountInString(title) > githubMaxTitle:
+		return PullRequest{}, false, fmt.Errorf("open a pull request on %s: title: want 1 to %d characters of UTF-8: %w", req.Repo, githubMaxTitle, errkind.Invalid)
+	case !utf8.ValidString(req.Body) || utf8.RuneCountInString(req.Body) > githubMaxPRBody:
+		return PullRequest{}, false, fmt.Errorf("open a pull request on %s: body: want at most %d characters of UTF-8: %w", req.Repo, githubMaxPRBody, errkind.Invalid)
 	}
 	c, err := g.call(token)
 	if err != nil {
@@ -226,8 +226,8 @@ func (g *githubForge) Open(ctx context.Context, token string, req OpenRequest) (
 			return PullRequest{}, false, githubError(ctx, what, token, err)
 		}
 		base = repo.GetDefaultBranch()
-		if checkBranch("default", base) != nil {
-			return PullRequest{}, false, fmt.Errorf("%s: the host names no usable default branch (%q); give a base: %w", what, clip(base), errkind.Invalid)
+		if githubCheckBranch("default", base) != nil {
+			return PullRequest{}, false, fmt.Errorf("%s: the host names no usable default branch (%q); give a base: %w", what, githubClip(base), errkind.Invalid)
 		}
 	}
 	created, _, err := c.PullRequests.Create(ctx, o, r, &github.NewPullRequest{
@@ -248,10 +248,10 @@ func (g *githubForge) Open(ctx context.Context, token string, req OpenRequest) (
 }
 
 func (g *githubForge) Get(ctx context.Context, token string, repo Repo, number int) (PullRequest, error) {
-	if err := checkRepo(repo); err != nil {
+	if err := githubCheckRepo(repo); err != nil {
 		return PullRequest{}, fmt.Errorf("get a pull request: %w", err)
 	}
-	if err := checkNumber(number); err != nil {
+	if err := githubCheckNumber(number); err != nil {
 		return PullRequest{}, fmt.Errorf("get a pull request on %s: %w", repo, err)
 	}
 	c, err := g.call(token)
@@ -268,7 +268,7 @@ func (g *githubForge) get(ctx context.Context, c *github.Client, token string, r
 	if err != nil {
 		return PullRequest{}, githubError(ctx, what, token, err)
 	}
-	pr := pullRequestFromGitHub(repo, p)
+	pr := githubPullRequest(repo, p)
 
 	var reviews []*github.PullRequestReview
 	opt := &github.ListOptions{PerPage: githubPerPage}
@@ -283,10 +283,10 @@ func (g *githubForge) get(ctx context.Context, c *github.Client, token string, r
 		}
 		opt.Page = resp.NextPage
 	}
-	pr.Review = reviewFromGitHub(reviews)
+	pr.Review = githubReview(reviews)
 
 	pr.Checks = []Check{}
-	if checkSHA(pr.HeadSHA) != nil || pr.HeadSHA == "" {
+	if pr.HeadSHA == "" { // none, or not a sha
 		return pr, nil
 	}
 	var runs []*github.CheckRun
@@ -306,15 +306,15 @@ func (g *githubForge) get(ctx context.Context, c *github.Client, token string, r
 	if err != nil {
 		return PullRequest{}, githubError(ctx, what+": commit status", token, err)
 	}
-	pr.Checks = checksFromGitHub(runs, status)
+	pr.Checks = githubChecks(runs, status)
 	return pr, nil
 }
 
 func (g *githubForge) Merge(ctx context.Context, token string, repo Repo, number int, method MergeMethod, sha string) (PullRequest, error) {
-	if err := checkRepo(repo); err != nil {
+	if err := githubCheckRepo(repo); err != nil {
 		return PullRequest{}, fmt.Errorf("merge a pull request: %w", err)
 	}
-	if err := checkNumber(number); err != nil {
+	if err := githubCheckNumber(number); err != nil {
 		return PullRequest{}, fmt.Errorf("merge a pull request on %s: %w", repo, err)
 	}
 	switch method {
@@ -322,9 +322,9 @@ func (g *githubForge) Merge(ctx context.Context, token string, repo Repo, number
 		method = Merge
 	case Merge, Squash, Rebase:
 	default:
-		return PullRequest{}, fmt.Errorf("merge %s#%d: method %q: want merge, squash or rebase: %w", repo, number, clip(string(method)), errkind.Invalid)
+		return PullRequest{}, fmt.Errorf("merge %s#%d: method %q: want merge, squash or rebase: %w", repo, number, githubClip(string(method)), errkind.Invalid)
 	}
-	if err := checkSHA(sha); err != nil {
+	if err := githubCheckSHA(sha); err != nil {
 		return PullRequest{}, fmt.Errorf("merge %s#%d: %w", repo, number, err)
 	}
 	c, err := g.call(token)
@@ -339,10 +339,10 @@ func (g *githubForge) Merge(ctx context.Context, token string, repo Repo, number
 }
 
 func (g *githubForge) Close(ctx context.Context, token string, repo Repo, number int) (PullRequest, error) {
-	if err := checkRepo(repo); err != nil {
+	if err := githubCheckRepo(repo); err != nil {
 		return PullRequest{}, fmt.Errorf("close a pull request: %w", err)
 	}
-	if err := checkNumber(number); err != nil {
+	if err := githubCheckNumber(number); err != nil {
 		return PullRequest{}, fmt.Errorf("close a pull request on %s: %w", repo, err)
 	}
 	c, err := g.call(token)
@@ -357,8 +357,8 @@ func (g *githubForge) Close(ctx context.Context, token string, repo Repo, number
 }
 
 func (g *githubForge) Repos(ctx context.Context, token, query string, limit int) ([]RepoInfo, error) {
-	if limit < 1 || limit > maxRepos {
-		return nil, fmt.Errorf("list repositories: limit %d: want 1 to %d: %w", limit, maxRepos, errkind.Invalid)
+	if limit < 1 || limit > githubMaxRepos {
+		return nil, fmt.Errorf("list repositories: limit %d: want 1 to %d: %w", limit, githubMaxRepos, errkind.Invalid)
 	}
 	if len(query) > 200 || !utf8.ValidString(query) {
 		return nil, fmt.Errorf("list repositories: query: want at most 200 bytes of UTF-8: %w", errkind.Invalid)
@@ -376,7 +376,7 @@ func (g *githubForge) Repos(ctx context.Context, token, query string, limit int)
 			return nil, githubError(ctx, "list repositories", token, err)
 		}
 		for _, r := range page {
-			info, ok := repoInfoFromGitHub(r)
+			info, ok := githubRepoInfo(r)
 			if !ok || !strings.Contains(strings.ToLower(info.Repo.String()), q) {
 				continue
 			}
@@ -393,27 +393,27 @@ func (g *githubForge) Repos(ctx context.Context, token, query string, limit int)
 	return out, nil
 }
 
-// pullRequestFromGitHub maps GitHub's pull request onto the card (no
+// githubPullRequest maps GitHub's pull request onto the card (no
 // checks or review: those take calls of their own).
-func pullRequestFromGitHub(repo Repo, p *github.PullRequest) PullRequest {
+func githubPullRequest(repo Repo, p *github.PullRequest) PullRequest {
 	pr := PullRequest{
 		Repo:      repo,
 		Number:    p.GetNumber(),
-		URL:       webURL(p.GetHTMLURL()),
-		Title:     clipN(p.GetTitle(), maxTitle),
-		Body:      clipN(p.GetBody(), maxBody),
+		URL:       githubWebURL(p.GetHTMLURL()),
+		Title:     githubClipN(p.GetTitle(), githubMaxTitle),
+		Body:      githubClipN(p.GetBody(), githubMaxPRBody),
 		State:     StateClosed,
 		Draft:     p.GetDraft(),
-		Head:      clipN(p.GetHead().GetRef(), 255),
-		Base:      clipN(p.GetBase().GetRef(), 255),
+		Head:      githubClipN(p.GetHead().GetRef(), 255),
+		Base:      githubClipN(p.GetBase().GetRef(), 255),
 		Mergeable: MergeableUnknown,
 		Review:    ReviewNone,
 		Checks:    []Check{},
-		Author:    clipN(p.GetUser().GetLogin(), 100),
+		Author:    githubClipN(p.GetUser().GetLogin(), 100),
 		Created:   p.GetCreatedAt().Time,
 		Updated:   p.GetUpdatedAt().Time,
 	}
-	if sha := p.GetHead().GetSHA(); checkSHA(sha) == nil {
+	if sha := p.GetHead().GetSHA(); githubCheckSHA(sha) == nil {
 		pr.HeadSHA = sha
 	}
 	switch {
@@ -422,7 +422,7 @@ func pullRequestFromGitHub(repo Repo, p *github.PullRequest) PullRequest {
 		pr.State = StateMerged
 		pr.MergedAt = p.GetMergedAt().Time
 		// Before the merge, merge_commit_sha is GitHub's test merge.
-		if sha := p.GetMergeCommitSHA(); checkSHA(sha) == nil {
+		if sha := p.GetMergeCommitSHA(); githubCheckSHA(sha) == nil {
 			pr.MergeSHA = sha
 		}
 	case p.GetState() == StateOpen:
@@ -439,11 +439,11 @@ func pullRequestFromGitHub(repo Repo, p *github.PullRequest) PullRequest {
 	return pr
 }
 
-// reviewFromGitHub is the verdict of the latest review of each reviewer
+// githubReview is the verdict of the latest review of each reviewer
 // that counts: an approval or a request for changes stands until the same
 // reviewer gives another or it is dismissed; a comment changes nothing.
 // Any standing request for changes wins over approvals.
-func reviewFromGitHub(reviews []*github.PullRequestReview) string {
+func githubReview(reviews []*github.PullRequestReview) string {
 	verdicts := map[string]string{}
 	for _, r := range reviews {
 		who := r.GetUser().GetLogin()
@@ -466,8 +466,8 @@ func reviewFromGitHub(reviews []*github.PullRequestReview) string {
 	return out
 }
 
-// checksFromGitHub lists check runs, then commit statuses.
-func checksFromGitHub(runs []*github.CheckRun, status *github.CombinedStatus) []Check {
+// githubChecks lists check runs, then commit statuses.
+func githubChecks(runs []*github.CheckRun, status *github.CombinedStatus) []Check {
 	checks := []Check{}
 	for _, r := range runs {
 		if r == nil {
@@ -477,11 +477,11 @@ func checksFromGitHub(runs []*github.CheckRun, status *github.CombinedStatus) []
 		outcome := CheckPending
 		if word == "completed" {
 			word = r.GetConclusion()
-			outcome = checkRunOutcome(word)
+			outcome = githubCheckRunOutcome(word)
 		}
-		c := Check{Name: clipN(r.GetName(), 100), Outcome: outcome, Detail: detail(word, r.GetOutput().GetTitle()), URL: webURL(r.GetHTMLURL())}
+		c := Check{Name: githubClipN(r.GetName(), 100), Outcome: outcome, Detail: githubDetail(word, r.GetOutput().GetTitle()), URL: githubWebURL(r.GetHTMLURL())}
 		if c.URL == "" {
-			c.URL = webURL(r.GetDetailsURL())
+			c.URL = githubWebURL(r.GetDetailsURL())
 		}
 		checks = append(checks, c)
 	}
@@ -493,18 +493,18 @@ func checksFromGitHub(runs []*github.CheckRun, status *github.CombinedStatus) []
 			continue
 		}
 		checks = append(checks, Check{
-			Name:    clipN(s.GetContext(), 100),
-			Outcome: statusOutcome(s.GetState()),
-			Detail:  detail(s.GetState(), s.GetDescription()),
-			URL:     webURL(s.GetTargetURL()),
+			Name:    githubClipN(s.GetContext(), 100),
+			Outcome: githubStatusOutcome(s.GetState()),
+			Detail:  githubDetail(s.GetState(), s.GetDescription()),
+			URL:     githubWebURL(s.GetTargetURL()),
 		})
 	}
 	return checks
 }
 
-// checkRunOutcome maps a completed check run's conclusion; a word GitHub
+// githubCheckRunOutcome maps a completed check run's conclusion; a word GitHub
 // may add later never reads as passing.
-func checkRunOutcome(conclusion string) string {
+func githubCheckRunOutcome(conclusion string) string {
 	switch conclusion {
 	case "success":
 		return CheckSuccess
@@ -514,8 +514,8 @@ func checkRunOutcome(conclusion string) string {
 	return CheckFailure // failure, timed_out, cancelled, action_required, startup_failure
 }
 
-// statusOutcome maps a commit status's state.
-func statusOutcome(state string) string {
+// githubStatusOutcome maps a commit status's state.
+func githubStatusOutcome(state string) string {
 	switch state {
 	case "pending":
 		return CheckPending
@@ -525,34 +525,34 @@ func statusOutcome(state string) string {
 	return CheckFailure // failure, error
 }
 
-func detail(word, description string) string {
-	word, description = clip(word), clip(description)
+func githubDetail(word, description string) string {
+	word, description = githubClip(word), githubClip(description)
 	if description == "" {
 		return word
 	}
 	return word + ": " + description
 }
 
-func repoInfoFromGitHub(r *github.Repository) (RepoInfo, bool) {
+func githubRepoInfo(r *github.Repository) (RepoInfo, bool) {
 	info := RepoInfo{
 		Repo:          Repo{Owner: r.GetOwner().GetLogin(), Name: r.GetName()},
-		Description:   clip(r.GetDescription()),
+		Description:   githubClip(r.GetDescription()),
 		Private:       r.GetPrivate(),
 		DefaultBranch: r.GetDefaultBranch(),
-		URL:           webURL(r.GetHTMLURL()),
+		URL:           githubWebURL(r.GetHTMLURL()),
 		Updated:       r.GetUpdatedAt().Time,
 	}
-	if checkRepo(info.Repo) != nil {
+	if githubCheckRepo(info.Repo) != nil {
 		return RepoInfo{}, false
 	}
-	if checkBranch("default", info.DefaultBranch) != nil {
+	if githubCheckBranch("default", info.DefaultBranch) != nil {
 		info.DefaultBranch = "" // an empty repository has none
 	}
 	return info, true
 }
 
-// webURL keeps an http(s) address a page may link to; anything else is "".
-func webURL(s string) string {
+// githubWebURL keeps an http(s) address a page may link to; anything else is "".
+func githubWebURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || len(s) > 2048 {
 		return ""
@@ -560,11 +560,11 @@ func webURL(s string) string {
 	return u.String()
 }
 
-// clip bounds a host's words: valid UTF-8, no control characters, at most
-// maxHostText characters.
-func clip(s string) string { return clipN(s, maxHostText) }
+// githubClip bounds a host's words: valid UTF-8, no control characters, at most
+// githubMaxHostText characters.
+func githubClip(s string) string { return githubClipN(s, githubMaxHostText) }
 
-func clipN(s string, n int) string {
+func githubClipN(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	var b strings.Builder
 	i := 0
@@ -590,7 +590,7 @@ func githubError(ctx context.Context, what, token string, err error) error {
 		if token != "" {
 			s = strings.ReplaceAll(s, token, "[token]")
 		}
-		return clip(s)
+		return githubClip(s)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("github: %s: %w: %w", what, errkind.Unavailable, ctx.Err())

@@ -207,8 +207,8 @@ func (s *ghServer) forge(t testing.TB) forge.Forge {
 	return f
 }
 
-// cardCalls are the requests Get makes for the documented pull request.
-var cardCalls = []string{
+// ghCardCalls are the requests Get makes for the documented pull request.
+var ghCardCalls = []string{
 	"GET /api/v3/repos/octocat/Hello-World/pulls/1347?",
 	"GET /api/v3/repos/octocat/Hello-World/pulls/1347/reviews?per_page=100",
 	"GET /api/v3/repos/octocat/Hello-World/commits/" + ghHeadSHA + "/check-runs?per_page=100",
@@ -269,7 +269,7 @@ func TestGitHubOpenNew(t *testing.T) {
 	ghWantCalls(t, calls, append([]string{
 		"GET /api/v3/repos/octocat/Hello-World/pulls?head=octocat%3Anew-topic&state=open",
 		"POST /api/v3/repos/octocat/Hello-World/pulls?",
-	}, cardCalls...)...)
+	}, ghCardCalls...)...)
 	want := map[string]any{"title": "Amazing new feature", "head": "new-topic", "base": "master", "body": "Please pull these awesome changes in!", "draft": true}
 	if fmt.Sprint(calls[1].Body) != fmt.Sprint(want) {
 		t.Fatalf("POST body %v, want %v", calls[1].Body, want)
@@ -287,7 +287,7 @@ func TestGitHubOpenExisting(t *testing.T) {
 	if err != nil || opened {
 		t.Fatalf("Open = %v, %v; want the open one", opened, err)
 	}
-	ghWantCalls(t, s.took(), append([]string{"GET /api/v3/repos/octocat/Hello-World/pulls?head=octocat%3Anew-topic&state=open"}, cardCalls...)...)
+	ghWantCalls(t, s.took(), append([]string{"GET /api/v3/repos/octocat/Hello-World/pulls?head=octocat%3Anew-topic&state=open"}, ghCardCalls...)...)
 	ghWantDocumentedPR(t, pr)
 }
 
@@ -307,7 +307,7 @@ func TestGitHubOpenDefaultBase(t *testing.T) {
 		"GET /api/v3/repos/octocat/Hello-World/pulls?head=octocat%3Anew-topic&state=open",
 		"GET /api/v3/repos/octocat/Hello-World?",
 		"POST /api/v3/repos/octocat/Hello-World/pulls?",
-	}, cardCalls...)...)
+	}, ghCardCalls...)...)
 	if calls[2].Body["base"] != "trunk" || calls[2].Body["draft"] != false {
 		t.Fatalf("POST body %v, want base trunk, draft false", calls[2].Body)
 	}
@@ -381,7 +381,7 @@ func TestGitHubGetChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ghWantCalls(t, s.took(), cardCalls...)
+	ghWantCalls(t, s.took(), ghCardCalls...)
 	if len(pr.Checks) != len(runs)+len(states) {
 		t.Fatalf("%d checks, want %d: %+v", len(pr.Checks), len(runs)+len(states), pr.Checks)
 	}
@@ -499,7 +499,7 @@ func TestGitHubMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 		calls := s.took()
-		ghWantCalls(t, calls, append([]string{"PUT /api/v3/repos/octocat/Hello-World/pulls/1347/merge?"}, cardCalls...)...)
+		ghWantCalls(t, calls, append([]string{"PUT /api/v3/repos/octocat/Hello-World/pulls/1347/merge?"}, ghCardCalls...)...)
 		want := map[string]any{"merge_method": "squash", "sha": ghHeadSHA}
 		if fmt.Sprint(calls[0].Body) != fmt.Sprint(want) {
 			t.Fatalf("PUT body %v, want %v", calls[0].Body, want)
@@ -549,7 +549,7 @@ func TestGitHubClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := s.took()
-	ghWantCalls(t, calls, append([]string{"PATCH /api/v3/repos/octocat/Hello-World/pulls/1347?"}, cardCalls...)...)
+	ghWantCalls(t, calls, append([]string{"PATCH /api/v3/repos/octocat/Hello-World/pulls/1347?"}, ghCardCalls...)...)
 	if fmt.Sprint(calls[0].Body) != fmt.Sprint(map[string]any{"state": "closed"}) {
 		t.Fatalf("PATCH body %v", calls[0].Body)
 	}
@@ -587,8 +587,10 @@ func TestGitHubRepos(t *testing.T) {
 	}
 	s := newGHServer(t)
 	s.handle("GET /user/repos", func(r *http.Request) ghAnswer {
+		// The Link header's address is GitHub's to choose: only its page
+		// number is taken, so the next page is asked of the same API.
 		next := func(p int) map[string]string {
-			return map[string]string{"Link": fmt.Sprintf(`<%s/api/v3/user/repos?sort=updated&per_page=100&page=%d>; rel="next", <%s/api/v3/user/repos?sort=updated&per_page=100&page=3>; rel="last"`, s.srv.URL, p, s.srv.URL)}
+			return map[string]string{"Link": fmt.Sprintf(`<https://elsewhere.example/api/v3/user/repos?sort=updated&per_page=100&page=%d>; rel="next", <https://elsewhere.example/api/v3/user/repos?sort=updated&per_page=100&page=3>; rel="last"`, p)}
 		}
 		switch r.URL.Query().Get("page") {
 		case "":
@@ -841,30 +843,43 @@ func TestGitHubBadInput(t *testing.T) {
 		_, _, err := f.Open(ctx, ghToken, req)
 		return err
 	}
-	for name, err := range map[string]error{
-		"empty token":          func() error { _, err := f.Get(ctx, "", ghRepo, 1); return err }(),
-		"token with newline":   func() error { _, err := f.Get(ctx, ghToken+"\r\nX-Evil: 1", ghRepo, 1); return err }(),
-		"owner with slash":     func() error { _, err := f.Get(ctx, ghToken, forge.Repo{Owner: "a/b", Name: "c"}, 1); return err }(),
-		"repo dot-dot":         func() error { _, err := f.Get(ctx, ghToken, forge.Repo{Owner: "octocat", Name: ".."}, 1); return err }(),
-		"repo with query":      func() error { _, err := f.Close(ctx, ghToken, forge.Repo{Owner: "octocat", Name: "x?y"}, 1); return err }(),
-		"number zero":          func() error { _, err := f.Get(ctx, ghToken, ghRepo, 0); return err }(),
-		"merge method":         func() error { _, err := f.Merge(ctx, ghToken, ghRepo, 1, "fast-forward", ""); return err }(),
-		"merge sha":            func() error { _, err := f.Merge(ctx, ghToken, ghRepo, 1, forge.Merge, "HEAD"); return err }(),
-		"head empty":           open(forge.OpenRequest{Title: "t"}),
-		"head with colon":      open(forge.OpenRequest{Head: "evil:main", Title: "t"}),
-		"head with space":      open(forge.OpenRequest{Head: "a b", Title: "t"}),
-		"head dot-dot":         open(forge.OpenRequest{Head: "a/../b", Title: "t"}),
-		"base option-like":     open(forge.OpenRequest{Head: "sbx/box", Base: "-main", Title: "t"}),
-		"title empty":          open(forge.OpenRequest{Head: "sbx/box", Title: "  "}),
-		"title too long":       open(forge.OpenRequest{Head: "sbx/box", Title: strings.Repeat("x", 257)}),
-		"body too long":        open(forge.OpenRequest{Head: "sbx/box", Title: "t", Body: strings.Repeat("x", 65537)}),
-		"body not UTF-8":       open(forge.OpenRequest{Head: "sbx/box", Title: "t", Body: "\xff"}),
-		"repos query too long": func() error { _, err := f.Repos(ctx, ghToken, strings.Repeat("q", 201), 10); return err }(),
+	get := func(token string, r forge.Repo, n int) error {
+		_, err := f.Get(ctx, token, r, n)
+		return err
+	}
+	merge := func(m forge.MergeMethod, sha string) error {
+		_, err := f.Merge(ctx, ghToken, ghRepo, 1, m, sha)
+		return err
+	}
+	_, closeErr := f.Close(ctx, ghToken, forge.Repo{Owner: "octocat", Name: "x?y"}, 1)
+	_, reposErr := f.Repos(ctx, ghToken, strings.Repeat("q", 201), 10)
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"empty token", get("", ghRepo, 1)},
+		{"token with newline", get(ghToken+"\r\nX-Evil: 1", ghRepo, 1)},
+		{"owner with slash", get(ghToken, forge.Repo{Owner: "a/b", Name: "c"}, 1)},
+		{"repo dot-dot", get(ghToken, forge.Repo{Owner: "octocat", Name: ".."}, 1)},
+		{"repo with query", closeErr},
+		{"number zero", get(ghToken, ghRepo, 0)},
+		{"merge method", merge("fast-forward", "")},
+		{"merge sha", merge(forge.Merge, "HEAD")},
+		{"head empty", open(forge.OpenRequest{Title: "t"})},
+		{"head with colon", open(forge.OpenRequest{Head: "evil:main", Title: "t"})},
+		{"head with space", open(forge.OpenRequest{Head: "a b", Title: "t"})},
+		{"head dot-dot", open(forge.OpenRequest{Head: "a/../b", Title: "t"})},
+		{"base option-like", open(forge.OpenRequest{Head: "sbx/box", Base: "-main", Title: "t"})},
+		{"title empty", open(forge.OpenRequest{Head: "sbx/box", Title: "  "})},
+		{"title too long", open(forge.OpenRequest{Head: "sbx/box", Title: strings.Repeat("x", 257)})},
+		{"body too long", open(forge.OpenRequest{Head: "sbx/box", Title: "t", Body: strings.Repeat("x", 65537)})},
+		{"body not UTF-8", open(forge.OpenRequest{Head: "sbx/box", Title: "t", Body: "\xff"})},
+		{"repos query too long", reposErr},
 	} {
-		if errkind.Of(err) != errkind.Invalid {
-			t.Errorf("%s: %v; want Invalid", name, err)
-		} else if strings.Contains(err.Error(), ghToken) {
-			t.Errorf("%s: the error shows the token: %v", name, err)
+		if errkind.Of(tc.err) != errkind.Invalid {
+			t.Errorf("%s: %v; want Invalid", tc.name, tc.err)
+		} else if strings.Contains(tc.err.Error(), ghToken) {
+			t.Errorf("%s: the error shows the token: %v", tc.name, tc.err)
 		}
 	}
 	if calls := s.took(); len(calls) != 0 {
@@ -918,8 +933,12 @@ func FuzzGitHubPullRequest(f *testing.F) {
 		bodies = [4][]byte{pr, reviews, runs, status}
 		s.t = t
 		s.mu.Unlock()
-		card, err := fg.Get(context.Background(), ghToken, ghRepo, 1347)
-		s.took()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		card, err := fg.Get(ctx, ghToken, ghRepo, 1347)
+		if calls := s.took(); ctx.Err() != nil {
+			t.Fatalf("Get hung after %v: %v", ghLines(calls), err)
+		}
 		if err != nil {
 			if errkind.Of(err) == nil || strings.Contains(err.Error(), ghToken) {
 				t.Fatalf("error without a kind or with the token: %v", err)
