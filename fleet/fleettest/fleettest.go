@@ -167,7 +167,7 @@ func New(t testing.TB, o Options) *Env {
 	}
 	p.TickEvery = time.Hour
 	e.Config = fleet.Config{Store: e.Store, VM: e.VM, Accounts: acc, Audit: e.Audit, Redactor: red, DataDir: e.Data,
-		MCP: e.Store, Sealer: e.Sealer, Policy: p, Now: o.Now, Logger: e.Logger}
+		MCP: e.Store, Notify: e.Store, Sealer: e.Sealer, Policy: p, Now: o.Now, Logger: e.Logger}
 	e.Start()
 	if !o.NoAccount {
 		alice := keys.Actor{User: "alice", Role: keys.RoleOperator, Front: "test"}
