@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -22,8 +20,6 @@ import (
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/store"
-	"sbx.dev/sbx/vm"
-	"sbx.dev/sbx/vm/agent"
 )
 
 // The notifications' tests run on any host: the core over real SQLite,
@@ -31,45 +27,6 @@ import (
 // records change state through the core's own transitions (export_test.go)
 // rather than agents in machines (this host has no QEMU). The end-to-end
 // test with real boxes is notify_vm_test.go.
-
-// noMachines is a host without machines: every call says so.
-type noMachines struct{}
-
-var errNoMachines = errors.New("no machines on this host")
-
-func (noMachines) Create(context.Context, string, vm.Spec) (vm.Box, error) {
-	return vm.Box{}, errNoMachines
-}
-func (noMachines) Start(context.Context, string) (vm.Box, error) { return vm.Box{}, errNoMachines }
-func (noMachines) Sleep(context.Context, string) (vm.Box, error) { return vm.Box{}, errNoMachines }
-func (noMachines) Wake(context.Context, string) (vm.Box, error)  { return vm.Box{}, errNoMachines }
-func (noMachines) Destroy(context.Context, string) error         { return errNoMachines }
-func (noMachines) Get(string) (vm.Box, error)                    { return vm.Box{}, errNoMachines }
-func (noMachines) List() []vm.Box                                { return nil }
-func (noMachines) Events(ctx context.Context) <-chan vm.Event {
-	ch := make(chan vm.Event)
-	go func() { <-ctx.Done(); close(ch) }()
-	return ch
-}
-func (noMachines) Stats(context.Context, string) (vm.Stats, error) { return vm.Stats{}, errNoMachines }
-func (noMachines) Exec(context.Context, string, agent.ExecRequest) (*agent.Process, error) {
-	return nil, errNoMachines
-}
-func (noMachines) Stat(context.Context, string, string) (agent.FileInfo, error) {
-	return agent.FileInfo{}, errNoMachines
-}
-func (noMachines) ReadDir(context.Context, string, string) ([]agent.FileInfo, error) {
-	return nil, errNoMachines
-}
-func (noMachines) ReadFile(context.Context, string, string) (io.ReadCloser, error) {
-	return nil, errNoMachines
-}
-func (noMachines) WriteFile(context.Context, string, string, fs.FileMode, io.Reader) error {
-	return errNoMachines
-}
-func (noMachines) MkdirAll(context.Context, string, string, fs.FileMode) error { return errNoMachines }
-func (noMachines) Remove(context.Context, string, string) error                { return errNoMachines }
-func (noMachines) TarIn(context.Context, string, string, io.Reader) error      { return errNoMachines }
 
 // nenv is a core without machines whose clock the test moves.
 type nenv struct {
@@ -126,7 +83,7 @@ func notifyEnv(t *testing.T, policy fleet.Policy, nc fleet.NotifyConfig, recv ..
 		t.Fatal(err)
 	}
 	policy.TickEvery = time.Hour
-	e.cfg = fleet.Config{Store: e.store, VM: noMachines{}, Accounts: acc, Audit: log, Redactor: red, DataDir: dir,
+	e.cfg = fleet.Config{Store: e.store, VM: fleettest.NoMachines{}, Accounts: acc, Audit: log, Redactor: red, DataDir: dir,
 		Notify: e.store, Sealer: sealer, PrivateUpstreams: tr, Notifications: nc, Policy: policy, Now: e.clock.Now, Logger: logger}
 	e.start()
 	t.Cleanup(func() { e.fleet.Close() })
