@@ -587,6 +587,10 @@ var mcpTools = map[string]mcpTool{
 	"sleep":          {args: map[string]any{"box": "{box}"}, write: true},
 	"wake":           {args: map[string]any{"box": "{box}"}, write: true},
 	"teardown":       {args: map[string]any{"box": "{box}"}, write: true, destructive: true},
+	"notify_list":    {args: map[string]any{}, other: ok},
+	"notify_add":     {args: map[string]any{"name": "n", "kind": "webhook", "url": "http://"}, write: true, right: invalid, other: invalid},
+	"notify_remove":  {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound, destructive: true},
+	"notify_test":    {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
