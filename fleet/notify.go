@@ -245,7 +245,11 @@ type notifier struct {
 	// merged lists what merged for a digest (nil: no pull-request data
 	// yet; the pull-request part of the core sets it).
 	merged func(ctx context.Context, owner string, since time.Time) ([]string, error)
-	mu     sync.Mutex
+	// mu makes one pump at a time on this gateway.
+	mu sync.Mutex
+	// recent is what this gateway enqueued lately (enqueued).
+	recentMu sync.Mutex
+	recent   map[string]time.Time
 }
 
 func (n *notifier) ready() error {
@@ -556,5 +560,5 @@ func newNotifier(cfg Config, f *Fleet) *notifier {
 	return &notifier{store: cfg.Notify, sealer: cfg.Sealer, private: cfg.PrivateUpstreams, cfg: cfg.Notifications,
 		client: newClient(rt), records: f.records, events: f.events, leases: f.leases, policy: f.policy,
 		red: f.red, audit: f.audit, bg: f.bg, now: f.now, log: f.log,
-		wake: make(chan struct{}, 1), sending: make(chan struct{}, 4)}
+		wake: make(chan struct{}, 1), sending: make(chan struct{}, 4), recent: map[string]time.Time{}}
 }

@@ -115,7 +115,7 @@ func (n *notifier) boxURL(box string) string {
 // enqueue adds a delivery of note for every channel of owner that wants
 // kind (the digest: every channel that opted into it).
 func (n *notifier) enqueue(ctx context.Context, owner, kind, box, key string, note notification) {
-	if !n.leases.once(ctx, "notify/"+owner+"/"+key, timerTTL) {
+	if n.enqueued(owner, key) || !n.leases.once(ctx, "notify/"+owner+"/"+key, timerTTL) {
 		return
 	}
 	chans, err := n.store.ListChannels(ctx, owner)
@@ -145,6 +145,29 @@ func (n *notifier) enqueue(ctx context.Context, owner, kind, box, key string, no
 	if added {
 		n.poke()
 	}
+}
+
+// enqueued reports whether this gateway enqueued owner's key lately (the
+// timers find the same sleeping box and the same day's digest every tick:
+// the store's key would refuse the repeat, this spares it the write), and
+// notes it.
+func (n *notifier) enqueued(owner, key string) bool {
+	n.recentMu.Lock()
+	defer n.recentMu.Unlock()
+	k := owner + "/" + key
+	if _, ok := n.recent[k]; ok {
+		return true
+	}
+	now := n.now()
+	if len(n.recent) > 4096 {
+		for old, at := range n.recent {
+			if now.Sub(at) > 25*time.Hour {
+				delete(n.recent, old)
+			}
+		}
+	}
+	n.recent[k] = now
+	return false
 }
 
 func wants(ch ChannelDoc, kind string) bool {
@@ -256,7 +279,8 @@ func (n *notifier) finish(ctx context.Context, d *DeliveryDoc, o outcome, once b
 }
 
 // tick is the notifications' part of the lifecycle tick: boxes the sleep
-// TTL will destroy soon, the daily digests, and what is due.
+// TTL will destroy soon and the daily digests are enqueued, and the
+// dispatcher is asked to send what is due (it never holds up the timers).
 func (n *notifier) tick(ctx context.Context, recs []record) {
 	if n.store == nil || n.sealer == nil {
 		return
@@ -282,7 +306,7 @@ func (n *notifier) tick(ctx context.Context, recs []record) {
 		n.enqueue(ctx, r.Owner, NotifyExpiring, r.Name, fmt.Sprintf("expiring/%s/%d", r.Name, r.SleptAt.UnixNano()), note)
 	}
 	n.digests(ctx, recs, now)
-	n.pump(ctx)
+	n.poke()
 }
 
 // digests enqueues today's digest for every user with a channel that opted
@@ -305,6 +329,12 @@ func (n *notifier) digests(ctx context.Context, recs []record, now time.Time) {
 	}
 	day := utc.Format("2006-01-02")
 	for owner := range owners {
+		n.recentMu.Lock()
+		_, done := n.recent[owner+"/digest/"+day]
+		n.recentMu.Unlock()
+		if done {
+			continue
+		}
 		d := n.digest(ctx, owner, recs, now)
 		note := notification{Type: NotifyDigest, Owner: owner, At: now, Digest: &d}
 		if n.cfg.PublicURL != "" {

@@ -315,6 +315,7 @@ func TestNotifyRetriesWithBackoff(t *testing.T) {
 	// Not before it is due.
 	e.clock.Add(5 * time.Minute)
 	e.fleet.Tick(ctx)
+	time.Sleep(300 * time.Millisecond)
 	if got := len(r.All()); got != 1 {
 		t.Fatalf("%d requests before the retry was due", got)
 	}
@@ -362,6 +363,7 @@ func TestNotifyPermanentFailureGivesUp(t *testing.T) {
 	}
 	e.clock.Add(3 * time.Hour)
 	e.fleet.Tick(ctx)
+	time.Sleep(300 * time.Millisecond)
 	if got := len(r.All()); got != 1 {
 		t.Errorf("%d requests after a 404, want 1", got)
 	}
