@@ -56,24 +56,6 @@ func notifyEnv(t *testing.T, policy fleet.Policy, nc fleet.NotifyConfig, recv ..
 			t.Logf("gateway log (tail):\n%s", fleettest.Tail(e.logs.String(), 8000))
 		}
 	})
-	var err error
-	if e.store, err = store.Open(ctx, filepath.Join(dir, store.FileName)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.store.Close() })
-	log := audit.New(e.store, logger, e.clock.Now)
-	sealer, err := seal.Load(dir, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc, err := accounts.New(e.store, sealer, log, accounts.Config{Host: "https://git.example.com", Now: e.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	red, err := redact.New(ctx, func(context.Context) ([]string, error) { return nil, nil }, redact.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var trust []string
 	for _, r := range recv {
 		trust = append(trust, r.HostPort())
@@ -83,11 +65,48 @@ func notifyEnv(t *testing.T, policy fleet.Policy, nc fleet.NotifyConfig, recv ..
 		t.Fatal(err)
 	}
 	policy.TickEvery = time.Hour
-	e.cfg = fleet.Config{Store: e.store, VM: fleettest.NoMachines{}, Accounts: acc, Audit: log, Redactor: red, DataDir: dir,
-		Notify: e.store, Sealer: sealer, PrivateUpstreams: tr, Notifications: nc, Policy: policy, Now: e.clock.Now, Logger: logger}
+	e.cfg = fleet.Config{VM: fleettest.NoMachines{}, DataDir: dir, PrivateUpstreams: tr, Notifications: nc, Policy: policy, Now: e.clock.Now, Logger: logger}
+	e.open(ctx)
 	e.start()
-	t.Cleanup(func() { e.fleet.Close() })
+	t.Cleanup(func() {
+		e.fleet.Close()
+		e.store.Close()
+	})
 	return e
+}
+
+// open (re)opens the store in the data dir and the parts over it.
+func (e *nenv) open(ctx context.Context) {
+	t := e.t
+	var err error
+	if e.store, err = store.Open(ctx, filepath.Join(e.cfg.DataDir, store.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	log := audit.New(e.store, e.cfg.Logger, e.clock.Now)
+	sealer, err := seal.Load(e.cfg.DataDir, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := accounts.New(e.store, sealer, log, accounts.Config{Host: "https://git.example.com", Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	red, err := redact.New(ctx, func(context.Context) ([]string, error) { return nil, nil }, redact.Options{Logger: e.cfg.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Store, e.cfg.Notify, e.cfg.Accounts, e.cfg.Audit, e.cfg.Redactor, e.cfg.Sealer = e.store, e.store, acc, log, red, sealer
+}
+
+// restart stops the core, closes the store, and opens both again: what a
+// gateway's restart leaves is only what the data dir holds.
+func (e *nenv) restart() {
+	e.fleet.Close()
+	if err := e.store.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.open(context.Background())
+	e.start()
 }
 
 func (e *nenv) start() {
@@ -386,8 +405,9 @@ func TestNotifyPermanentFailureGivesUp(t *testing.T) {
 	}
 }
 
-// TestNotifyRestartResumesPending: a delivery pending when the core stops
-// is in the store; the next core sends it.
+// TestNotifyRestartResumesPending: a delivery pending when the core and
+// its store close is in the database; the next core over the reopened
+// store sends it.
 func TestNotifyRestartResumesPending(t *testing.T) {
 	r := fleettest.NewReceiver(t, "webhook")
 	r.Respond(func(int) (int, string) { return 502, "" })
@@ -397,9 +417,8 @@ func TestNotifyRestartResumesPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDelivery(t, e, func(d fleet.Delivery) bool { return d.Attempts == 1 && d.Status == fleet.DeliveryPending })
-	e.fleet.Close()
 	r.Respond(func(int) (int, string) { return 200, "" })
-	e.start()
+	e.restart()
 	e.clock.Add(time.Hour)
 	e.fleet.Tick(ctx)
 	d := waitDelivery(t, e, func(d fleet.Delivery) bool { return d.Status != fleet.DeliveryPending })
