@@ -97,6 +97,10 @@ type Config struct {
 	// process). nil: the only gateway.
 	Cluster Cluster
 	ID      string
+	// Notify keeps users' notification channels (sealed by Sealer) and
+	// their outbox; nil: no notifications. Notifications tunes them.
+	Notify        NotifyStore
+	Notifications NotifyConfig
 }
 
 // Fleet is the core: the caller-checked front door (api.go) over parts
@@ -125,6 +129,7 @@ type Fleet struct {
 	settings *settings // settings.go: accounts, MCP servers, allow-lists
 	files    *files    // files.go: stat, readdir, artifacts, diff
 	grants   *grants   // net.go: what a machine's network path may reach
+	notify   *notifier // notify*.go: channels, the outbox, the dispatcher
 }
 
 // background is the core's own work (turns followed, mirrors, the pool,
@@ -192,6 +197,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		f.bg.wg.Wait()
 		return nil, err
 	}
+	f.notify.start()
 	f.bg.wg.Add(2)
 	go f.tickLoop()
 	go f.watchVM()
@@ -223,6 +229,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	f.pool = &pool{vm: f.vm, net: f.net, policy: f.policy, leases: f.leases, audit: f.audit, bg: bg, now: f.now, log: f.log}
 	f.files = &files{vm: f.vm, locks: f.locks, red: f.red, audit: f.audit, now: f.now}
 	f.grants = &grants{records: f.records, locks: f.locks, settings: f.settings, boxes: map[string]string{}}
+	f.notify = newNotifier(cfg, f)
 	return f
 }
 

@@ -184,6 +184,7 @@ func (f *Fleet) Tick(ctx context.Context) {
 		f.pool.keep(ctx, recs)
 	}
 	f.pool.refill()
+	f.notify.tick(ctx, recs)
 }
 
 // takeOver follows the turns no live gateway follows (their gateway

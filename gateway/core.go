@@ -110,6 +110,8 @@ func (s *Server) startCore(ctx context.Context) error {
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
 		Network: s.core.net,
 		MCP:     s.store, Sealer: s.core.sealer, PrivateUpstreams: private,
+		Notify: s.store, Notifications: fleet.NotifyConfig{PublicURL: s.cfg.Web.PublicURL,
+			DigestHour: s.cfg.Notify.DigestHour, ExpiringLead: s.cfg.Notify.ExpiringLead.D()},
 		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
 		Cluster: cluster, ID: id,

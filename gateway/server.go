@@ -256,6 +256,7 @@ type dataStore interface {
 	accounts.Store
 	fleet.Store
 	fleet.MCPStore
+	fleet.NotifyStore
 	Close() error
 }
 

@@ -52,6 +52,11 @@ type Options struct {
 	// NoAccount leaves alice without her GitHub account "work" for
 	// acme/widget.
 	NoAccount bool
+	// NoMachines runs the core on NoMachines (no QEMU, no image): for
+	// what needs no box. Env.VM is nil.
+	NoMachines bool
+	// Configure, when set, adjusts the core's Config before it starts.
+	Configure func(*fleet.Config)
 }
 
 // User is one user the fleet starts with.
@@ -93,7 +98,13 @@ func New(t testing.TB, o Options) *Env {
 	t.Helper()
 	ctx := context.Background()
 	_, here, _, _ := runtime.Caller(0)
-	e := &Env{t: t, Data: testutil.DataDirWithImages(t, filepath.Join(filepath.Dir(here), "..", "..")),
+	data := ""
+	if o.NoMachines {
+		data = t.TempDir()
+	} else {
+		data = testutil.DataDirWithImages(t, filepath.Join(filepath.Dir(here), "..", ".."))
+	}
+	e := &Env{t: t, Data: data,
 		Logs: &testutil.SyncBuffer{}, KeyFiles: map[string]string{}, Signers: map[string]gossh.Signer{}, Actors: map[string]keys.Actor{}}
 	e.Logger = slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
@@ -139,19 +150,26 @@ func New(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := qemu.New(ctx, qemu.Config{DataDir: e.Data, Init: testutil.GuestBinary(t), Logger: e.Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.MaxBoxes == 0 {
-		o.MaxBoxes = 4
-	}
-	if e.VM, err = vm.New(ctx, vm.Config{Backend: be, MaxBoxes: o.MaxBoxes, Logger: e.Logger}); err != nil {
-		t.Fatal(err)
+	var machines fleet.Machines = NoMachines{}
+	if !o.NoMachines {
+		be, err := qemu.New(ctx, qemu.Config{DataDir: e.Data, Init: testutil.GuestBinary(t), Logger: e.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.MaxBoxes == 0 {
+			o.MaxBoxes = 4
+		}
+		if e.VM, err = vm.New(ctx, vm.Config{Backend: be, MaxBoxes: o.MaxBoxes, Logger: e.Logger}); err != nil {
+			t.Fatal(err)
+		}
+		machines = e.VM
 	}
 	t.Cleanup(func() {
 		if e.Fleet != nil {
 			e.Fleet.Close()
+		}
+		if e.VM == nil {
+			return
 		}
 		for _, b := range e.VM.List() {
 			_ = e.VM.Destroy(context.Background(), b.Name)
@@ -166,8 +184,11 @@ func New(t testing.TB, o Options) *Env {
 		p.Spec.MemoryMiB = 512
 	}
 	p.TickEvery = time.Hour
-	e.Config = fleet.Config{Store: e.Store, VM: e.VM, Accounts: acc, Audit: e.Audit, Redactor: red, DataDir: e.Data,
-		MCP: e.Store, Sealer: e.Sealer, Policy: p, Now: o.Now, Logger: e.Logger}
+	e.Config = fleet.Config{Store: e.Store, VM: machines, Accounts: acc, Audit: e.Audit, Redactor: red, DataDir: e.Data,
+		MCP: e.Store, Notify: e.Store, Sealer: e.Sealer, Policy: p, Now: o.Now, Logger: e.Logger}
+	if o.Configure != nil {
+		o.Configure(&e.Config)
+	}
 	e.Start()
 	if !o.NoAccount {
 		alice := keys.Actor{User: "alice", Role: keys.RoleOperator, Front: "test"}

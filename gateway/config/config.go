@@ -52,6 +52,8 @@ type Config struct {
 	Net   Net   `yaml:"net"`
 	Web   Web   `yaml:"web"`
 	Store Store `yaml:"store"`
+	// Notify tunes the users' notifications.
+	Notify Notify `yaml:"notify"`
 
 	// AdminKeys is authorized_keys text for the first admin, used only when
 	// the store has no user yet.
@@ -187,6 +189,15 @@ type MCP struct {
 	WaitMax Duration `yaml:"wait_max"`
 }
 
+// Notify tunes the users' notification channels (fleet/notify*.go).
+type Notify struct {
+	// DigestHour is the UTC hour (0-23) the daily digest goes out.
+	DigestHour int `yaml:"digest_hour"`
+	// ExpiringLead is how long before the sleep TTL destroys a box its
+	// owner is told.
+	ExpiringLead Duration `yaml:"expiring_lead"`
+}
+
 // Git configures the git host of the GitHub accounts.
 type Git struct {
 	// Host is the base URL repos are cloned from and tokens probed against.
@@ -240,9 +251,10 @@ func Default() Config {
 			MaxBoxesPerUser: 5,
 			MaxBoxesPerHost: 20,
 		},
-		Git: Git{Host: "https://github.com"},
-		MCP: MCP{WaitMax: Duration(50 * time.Second)},
-		Web: Web{SessionIdle: Duration(12 * time.Hour), SessionLifetime: Duration(7 * 24 * time.Hour)},
+		Git:    Git{Host: "https://github.com"},
+		MCP:    MCP{WaitMax: Duration(50 * time.Second)},
+		Notify: Notify{DigestHour: 8, ExpiringLead: Duration(time.Hour)},
+		Web:    Web{SessionIdle: Duration(12 * time.Hour), SessionLifetime: Duration(7 * 24 * time.Hour)},
 	}
 }
 

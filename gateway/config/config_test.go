@@ -87,6 +87,8 @@ func TestErrorsNameKeyAndValue(t *testing.T) {
 		{name: "unknown mac", yaml: "ssh:\n  macs: [hmac-sha2-256-etm@openssh.com, hmac-md5]\n", want: []string{"ssh.macs", `"hmac-md5"`}},
 		{name: "empty kex", yaml: "ssh:\n  kex: []\n", want: []string{"ssh.kex", "no key exchange listed"}},
 		{name: "empty macs flag", flags: map[string]string{"ssh.macs": " , "}, want: []string{"ssh.macs", "no MAC listed"}},
+		{name: "bad digest hour", env: []string{"SBX_NOTIFY_DIGEST_HOUR=24"}, want: []string{"notify.digest_hour", "24", "0 to 23"}},
+		{name: "bad expiring lead", flags: map[string]string{"notify.expiring_lead": "0s"}, want: []string{"notify.expiring_lead", "must be positive"}},
 		{name: "kex listed twice", flags: map[string]string{"ssh.kex": "curve25519-sha256,curve25519-sha256"}, want: []string{"ssh.kex", `"curve25519-sha256": listed twice`}},
 	}
 	for _, c := range cases {

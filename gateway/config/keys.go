@@ -186,6 +186,8 @@ var table = []field{
 	dur("web.session_lifetime", func(c *Config) *Duration { return &c.Web.SessionLifetime }),
 	boolean("web.secure_cookies", func(c *Config) *bool { return &c.Web.SecureCookies }),
 	urlStr("web.public_url", func(c *Config) *string { return &c.Web.PublicURL }),
+	integer("notify.digest_hour", func(c *Config) *int { return &c.Notify.DigestHour }),
+	dur("notify.expiring_lead", func(c *Config) *Duration { return &c.Notify.ExpiringLead }),
 }
 
 // dsnField is a database URL whose password is the secret: printed with
@@ -401,6 +403,12 @@ func (c Config) Validate() error {
 		if u, err := url.Parse(c.Web.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			bad("web.public_url", c.Web.PublicURL, "want a base URL like https://sbx.example.com")
 		}
+	}
+	if c.Notify.DigestHour < 0 || c.Notify.DigestHour > 23 {
+		bad("notify.digest_hour", c.Notify.DigestHour, "want a UTC hour from 0 to 23")
+	}
+	if c.Notify.ExpiringLead.D() <= 0 {
+		bad("notify.expiring_lead", c.Notify.ExpiringLead.D(), "must be positive")
 	}
 	if c.MCP.WaitMax.D() <= 0 || c.MCP.WaitMax.D() > 10*time.Minute {
 		bad("mcp.wait_max", c.MCP.WaitMax.D(), "must be positive and at most 10m")

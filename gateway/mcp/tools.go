@@ -383,6 +383,7 @@ func (h *handler) addTools() {
 
 	h.addRunTools()
 	h.addArtifactTools()
+	h.addNotifyTools()
 }
 
 // watch reads one page of a box's log.

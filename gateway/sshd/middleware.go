@@ -131,7 +131,7 @@ func (s *Server) commandMiddleware(next ssh.Handler) ssh.Handler {
 			refuse(sess, "permission denied") // chain misordered: fail closed
 			return
 		}
-		s.Logger.Info("ssh session", "user", user.Name, "remote", sess.RemoteAddr().String(), "command", sess.Command())
+		s.Logger.Info("ssh session", "user", user.Name, "remote", sess.RemoteAddr().String(), "command", loggedCommand(sess.Command()))
 		c := &call{
 			srv:   s,
 			sess:  sess,

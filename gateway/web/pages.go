@@ -280,6 +280,7 @@ func (s *Server) settingsData(r *http.Request, newToken string) (views.Settings,
 			st.MCPServers = m
 		}
 	}
+	st.Notify = s.notifyData(r, c)
 	var err error
 	if st.APIKeys, err = s.Identity.APIKeys(r.Context(), c.actor(), c.User.Name); err != nil {
 		return st, err

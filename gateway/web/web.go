@@ -367,6 +367,10 @@ func (s *Server) consoleRoutes() {
 	s.handle("POST /settings/accounts/{name}/delete", s.page(s.accountAction("delete")))
 	s.handle("POST /settings/mcp", s.page(s.addMCPServer))
 	s.handle("POST /settings/mcp/{name}/delete", s.page(s.removeMCPServer))
+	s.handle("POST /settings/notify", s.page(s.addChannel))
+	for _, a := range []string{"delete", "test", "enable", "disable"} {
+		s.handle("POST /settings/notify/{name}/"+a, s.page(s.channelAction(a)))
+	}
 	s.handle("POST /settings/keys", s.page(s.createKey))
 	s.handle("POST /settings/keys/{id}/revoke", s.page(s.revokeKey))
 	s.handle("POST /settings/sessions/{id}/revoke", s.page(s.revokeSession))
