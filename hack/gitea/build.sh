@@ -28,7 +28,10 @@ if [ ! -x "$bin" ]; then
 	if [ ! -x "$bin" ]; then
 		echo "gitea: building Gitea $version from the Go module proxy into $dir (once; ~10 min cold on 2 cores)" >&2
 		start=$(date +%s)
+		# go list -m prints no Dir for a module not downloaded yet.
+		(cd "$here" && go mod download code.gitea.io/gitea)
 		src=$(cd "$here" && go list -m -f '{{.Dir}}' code.gitea.io/gitea)
+		[ -d "$src/options" ] || { echo "gitea build: no options/ in the module's source ($src)" >&2; exit 1; }
 		for d in options templates; do
 			rm -rf "$dir/$d.tmp"
 			cp -R "$src/$d" "$dir/$d.tmp"
