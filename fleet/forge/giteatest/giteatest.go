@@ -33,6 +33,7 @@ import (
 
 	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/fleet/gittest"
+	"sbx.dev/sbx/internal/testutil"
 )
 
 // Server is one running Gitea.
@@ -59,9 +60,13 @@ const (
 const startTimeout = 90 * time.Second
 
 // New starts a Gitea that stops when the test ends. It fails the test with
-// Gitea's log when the binary cannot be built or the server cannot start.
+// Gitea's log when the binary cannot be built or the server cannot start;
+// under -short it skips (testutil.SkipShort), like the VM and cluster
+// helpers.
 func New(t testing.TB) *Server {
 	t.Helper()
+	// The fast loop does not build Gitea (task test does, task gitea).
+	testutil.SkipShort(t, "starts a Gitea server (built once by task gitea)")
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("giteatest: git is required (apt-get install git): %v", err)
 	}
