@@ -87,6 +87,8 @@ func TestErrorsNameKeyAndValue(t *testing.T) {
 		{name: "unknown mac", yaml: "ssh:\n  macs: [hmac-sha2-256-etm@openssh.com, hmac-md5]\n", want: []string{"ssh.macs", `"hmac-md5"`}},
 		{name: "empty kex", yaml: "ssh:\n  kex: []\n", want: []string{"ssh.kex", "no key exchange listed"}},
 		{name: "empty macs flag", flags: map[string]string{"ssh.macs": " , "}, want: []string{"ssh.macs", "no MAC listed"}},
+		{name: "bad git kind", flags: map[string]string{"git.kind": "gitlab"}, want: []string{"git.kind", "gitlab", "gitea"}},
+		{name: "empty git kind", yaml: "git:\n  kind: \"\"\n", want: []string{"git.kind", `""`}},
 		{name: "kex listed twice", flags: map[string]string{"ssh.kex": "curve25519-sha256,curve25519-sha256"}, want: []string{"ssh.kex", `"curve25519-sha256": listed twice`}},
 	}
 	for _, c := range cases {
@@ -102,6 +104,19 @@ func TestErrorsNameKeyAndValue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestGitKind(t *testing.T) {
+	for in, want := range map[string]string{"": "github", "gitea": "gitea", "forgejo": "forgejo", "GitHub": "GitHub"} {
+		var flags map[string]string
+		if in != "" {
+			flags = map[string]string{"git.kind": in}
+		}
+		cfg, err := Load(Sources{DataDir: t.TempDir(), Flags: flags})
+		if err != nil || cfg.Git.Kind != want {
+			t.Errorf("git.kind %q: got %q, %v; want %q", in, cfg.Git.Kind, err, want)
+		}
 	}
 }
 
