@@ -37,6 +37,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
@@ -65,6 +66,9 @@ type Policy struct {
 	Spec vm.Spec
 	// TickEvery is how often lifecycle timers are checked (default 5 s).
 	TickEvery time.Duration
+	// PRPollEvery is how often the open pull requests are asked about on
+	// the forge (default 30 s; one gateway of a cluster asks).
+	PRPollEvery time.Duration
 }
 
 // Config wires the core.
@@ -97,6 +101,10 @@ type Config struct {
 	// process). nil: the only gateway.
 	Cluster Cluster
 	ID      string
+	// Forge is the git host's API (git.kind at git.host) the pull
+	// requests and repository lists go through; nil: none (those calls
+	// are Unavailable).
+	Forge forge.Forge
 }
 
 // Fleet is the core: the caller-checked front door (api.go) over parts
@@ -125,6 +133,7 @@ type Fleet struct {
 	settings *settings // settings.go: accounts, MCP servers, allow-lists
 	files    *files    // files.go: stat, readdir, artifacts, diff
 	grants   *grants   // net.go: what a machine's network path may reach
+	forge    forge.Forge
 }
 
 // background is the core's own work (turns followed, mirrors, the pool,
@@ -169,6 +178,9 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Policy.TickEvery <= 0 {
 		cfg.Policy.TickEvery = 5 * time.Second
 	}
+	if cfg.Policy.PRPollEvery <= 0 {
+		cfg.Policy.PRPollEvery = 30 * time.Second
+	}
 	if cfg.Cluster != nil && cfg.ID == "" {
 		return nil, errors.New("fleet: a Cluster needs an ID")
 	}
@@ -192,9 +204,10 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		f.bg.wg.Wait()
 		return nil, err
 	}
-	f.bg.wg.Add(2)
+	f.bg.wg.Add(3)
 	go f.tickLoop()
 	go f.watchVM()
+	go f.watchPRs()
 	f.pool.refill()
 	return f, nil
 }
@@ -205,7 +218,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	bg.ctx, bg.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	f := &Fleet{
 		store: cfg.Store, vm: cfg.VM, audit: cfg.Audit, red: cfg.Redactor, dataDir: cfg.DataDir,
-		now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network,
+		now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, forge: cfg.Forge,
 		bg: bg, policy: &livePolicy{p: cfg.Policy},
 		leases: &leases{cluster: cfg.Cluster, id: cfg.ID, log: cfg.Logger},
 	}
@@ -288,6 +301,13 @@ func (f *Fleet) view(ctx context.Context, rec record) (Box, error) {
 		return Box{}, err
 	}
 	b.LogSize = f.logs.size(rec.Name)
+	if docs, err := f.store.ListPRs(ctx, rec.Name); err == nil {
+		for _, d := range docs {
+			b.PRs = append(b.PRs, prRef(d))
+		}
+	} else {
+		return Box{}, err
+	}
 	return b, nil
 }
 

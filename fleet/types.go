@@ -116,6 +116,9 @@ type Box struct {
 	Inbox   int       `json:"inbox"`
 	LogSize int64     `json:"log_size"`
 	CostUSD float64   `json:"cost_usd,omitempty"`
+	// PRs are the box's pull requests as last seen (newest first; see
+	// PR for the live card).
+	PRs []PRRef `json:"prs,omitempty"`
 }
 
 // InboxItem is a follow-up queued while the agent was mid-turn.
@@ -166,6 +169,8 @@ type Event struct {
 	State State       `json:"state"`
 	Note  redact.Safe `json:"note,omitzero"`
 	At    time.Time   `json:"at"`
+	// PR is the pull request an EventPR or EventPRChecks is about.
+	PR *PRRef `json:"pr,omitempty"`
 }
 
 // Event kinds.
@@ -175,6 +180,14 @@ const (
 	EventOutput   = "output"
 	EventInbox    = "inbox"
 	EventRemoved  = "removed"
+	// EventPR: one of the box's pull requests changed (opened, a new
+	// head, merged or closed, through sbx or on the forge). Event.PR says
+	// which and how it stands.
+	EventPR = "pr"
+	// EventPRChecks: the checks of a pull request's head finished
+	// (Event.PR.Checks is success or failure; Note says so in words). Sent
+	// once per head and outcome, by the gateway that polls the forge.
+	EventPRChecks = "pr_checks"
 )
 
 // PoolStatus is the warm pool as an admin sees it.
