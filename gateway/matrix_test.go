@@ -587,6 +587,12 @@ var mcpTools = map[string]mcpTool{
 	"sleep":          {args: map[string]any{"box": "{box}"}, write: true},
 	"wake":           {args: map[string]any{"box": "{box}"}, write: true},
 	"teardown":       {args: map[string]any{"box": "{box}"}, write: true, destructive: true},
+	// Nothing committed: nothing to open, no pull request to act on.
+	"pr_open":  {args: map[string]any{"box": "{box}"}, write: true, right: invalid},
+	"pr_get":   {args: map[string]any{"box": "{box}"}, right: notFound},
+	"pr_merge": {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
+	"pr_close": {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
+	"repos":    {args: map[string]any{"account": "nosuch"}, right: notFound, other: notFound},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
@@ -664,7 +670,8 @@ func (m *matrix) callTool(t *testing.T, cs *sdk.ClientSession, name, cred string
 		want = e.other
 	case cred == credOther:
 		want = notFound
-	case cred == credRight && e.right != "":
+	case cred == credRight && e.right != "", cred == credRead && !e.write && e.right != "":
+		// A read key of alice's reads what her right key would.
 		want = e.right
 	}
 	args := map[string]any{}
@@ -790,6 +797,12 @@ var sshCommands = map[string]sshCommand{
 	"exec":            {args: "{box} -- true", boxed: true},
 	"attach":          {args: "{box} -- true", boxed: true, tty: true},
 	"rm":              {args: "{box}", boxed: true, last: true},
+	// The matrix's box committed nothing, so there is nothing to open, and
+	// no pull request to merge or close.
+	"pr":       {args: "{box}", boxed: true, right: invalid},
+	"pr merge": {args: "{box}", boxed: true, right: notFound},
+	"pr close": {args: "{box}", boxed: true, right: notFound},
+	"repos":    {args: "--account nosuch", right: notFound, other: notFound},
 }
 
 var sshCreds = []string{credNone, credRevoked, "disabled-user", credOther, credRight}

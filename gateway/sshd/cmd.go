@@ -45,6 +45,7 @@ func (c *call) root() *cobra.Command {
 	root.AddCommand(whoami, c.loginCmd(), c.userCmd(), c.keyCmd(), c.tokenCmd(), c.auditCmd())
 	root.AddCommand(c.boxCmds()...)
 	root.AddCommand(c.accountCmd(), c.mcpCmd(), c.poolCmd(), c.attachCmd(), c.execCmd())
+	root.AddCommand(c.prCmd(), c.reposCmd())
 	root.AddGroup(&cobra.Group{ID: groupBoxes, Title: "Boxes:"}, &cobra.Group{ID: groupAdmin, Title: "Accounts and administration:"})
 	for _, sub := range root.Commands() {
 		if sub.GroupID == "" {
