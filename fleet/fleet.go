@@ -303,7 +303,7 @@ func (f *Fleet) view(ctx context.Context, rec record) (Box, error) {
 	b.LogSize = f.logs.size(rec.Name)
 	if docs, err := f.store.ListPRs(ctx, rec.Name); err == nil {
 		for _, d := range docs {
-			b.PRs = append(b.PRs, prRef(d))
+			b.PRs = append(b.PRs, storedCard(d))
 		}
 	} else {
 		return Box{}, err

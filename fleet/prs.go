@@ -376,8 +376,19 @@ func (f *Fleet) savePR(ctx context.Context, rec record, account string, pr forge
 	return card, err
 }
 
-func prRef(d PRDoc) PRRef {
-	return PRRef{Repo: d.Repo, Number: d.Number, URL: d.URL, State: d.State, HeadSHA: d.HeadSHA, Checks: d.Checks}
+// storedCard is the card a row keeps, without its body (a Box's view).
+func storedCard(d PRDoc) PR {
+	var c PR
+	if err := json.Unmarshal(d.Card, &c); err != nil || c.Number != d.Number {
+		// The columns alone, should the card not read.
+		c = PR{Box: d.Box, Account: d.Account, ChecksOutcome: d.Checks}
+		c.URL, c.Number, c.State, c.Head, c.HeadSHA, c.Base = d.URL, d.Number, d.State, d.Head, d.HeadSHA, d.Base
+		if r, err := forgeRepo(d.Repo); err == nil {
+			c.Repo = r
+		}
+	}
+	c.Body = ""
+	return c
 }
 
 func cardRef(c PR) PRRef {

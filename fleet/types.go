@@ -116,9 +116,10 @@ type Box struct {
 	Inbox   int       `json:"inbox"`
 	LogSize int64     `json:"log_size"`
 	CostUSD float64   `json:"cost_usd,omitempty"`
-	// PRs are the box's pull requests as last seen (newest first; see
-	// PR for the live card).
-	PRs []PRRef `json:"prs,omitempty"`
+	// PRs are the cards of the box's pull requests as the forge last
+	// showed them (newest first, without their bodies): the watcher keeps
+	// open ones fresh; PR asks the forge at once.
+	PRs []PR `json:"prs,omitempty"`
 }
 
 // InboxItem is a follow-up queued while the agent was mid-turn.

@@ -384,6 +384,11 @@ var httpRoutes = map[string]httpRoute{
 	"POST /settings/keys/{id}/revoke":        {path: "/settings/keys/{victim-key}/revoke", auth: "session", boxed: true},
 	"POST /settings/sessions/{id}/revoke":    {path: "/settings/sessions/{victim-session}/revoke", auth: "session", boxed: true},
 	"GET /audit":                             {path: "/audit", auth: "session-admin"},
+	// Nothing committed in the matrix's box: nothing to open, nothing to
+	// merge or close.
+	"POST /boxes/{box}/pr":       {path: "/boxes/{box}/pr", body: "title=x", auth: "session", boxed: true, right: invalid},
+	"POST /boxes/{box}/pr/merge": {path: "/boxes/{box}/pr/merge", body: "method=squash", auth: "session", boxed: true, right: notFound},
+	"POST /boxes/{box}/pr/close": {path: "/boxes/{box}/pr/close", auth: "session", boxed: true, right: notFound},
 }
 
 // expectHTTP is what cred gets from r.
