@@ -21,7 +21,8 @@
 // readdir, artifacts, diff), net.go's grants (the box network's view) and
 // cluster.go's leases. What spans parts is Fleet's: delegate.go (a new
 // box), actions.go (what a caller does in a box), lifecycle.go (sleep,
-// wake, destroy, the timers, recovery).
+// wake, destroy, the timers, recovery), prs.go (a box's branches as pull
+// requests on the forge, and the watcher of the open ones).
 package fleet
 
 import (

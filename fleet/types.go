@@ -166,7 +166,7 @@ type Diff struct {
 type Event struct {
 	Box   string      `json:"box"`
 	Owner string      `json:"owner"`
-	Kind  string      `json:"kind"` // "state", "question", "output", "inbox", "removed"
+	Kind  string      `json:"kind"` // "state", "question", "output", "inbox", "removed", "pr", "pr_checks"
 	State State       `json:"state"`
 	Note  redact.Safe `json:"note,omitzero"`
 	At    time.Time   `json:"at"`
