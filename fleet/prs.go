@@ -12,6 +12,7 @@ import (
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/fleet/forge"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/vm/agent"
 )
@@ -64,6 +65,14 @@ type PRRef struct {
 	// Checks is the checks' outcome ("" without checks).
 	Checks string `json:"checks"`
 }
+
+// Errors of pull requests and repository lists, both ErrNotFound.
+var (
+	// ErrNoPR: the box has no pull request (yet) for the repository.
+	ErrNoPR = errkind.New(errkind.NotFound, "pull request not found")
+	// ErrNoAccount: the caller has no such account (or no default one).
+	ErrNoAccount = errkind.New(errkind.NotFound, "account not found")
+)
 
 // Limits of what a caller gives a pull request.
 const (
@@ -413,7 +422,7 @@ func (f *Fleet) prRow(ctx context.Context, rec record, r Repo) (PRDoc, error) {
 			return d, nil
 		}
 	}
-	return PRDoc{}, fmt.Errorf("box %q has no pull request for %s yet: open one (pr %s): %w", rec.Name, r.Name, rec.Name, ErrNotFound)
+	return PRDoc{}, fmt.Errorf("box %q has no pull request for %s yet: open one (pr %s): %w", rec.Name, r.Name, rec.Name, ErrNoPR)
 }
 
 func (f *Fleet) pr(ctx context.Context, caller keys.Actor, name, repo string) (PR, error) {
@@ -628,7 +637,7 @@ func (f *Fleet) repos(ctx context.Context, caller keys.Actor, account, query str
 	}
 	_, token, err := f.settings.accounts.Token(ctx, caller.User, account)
 	if errors.Is(err, keys.ErrNotFound) {
-		return nil, fmt.Errorf("you have no account %q (see account ls): %w", account, ErrNotFound)
+		return nil, fmt.Errorf("you have no account %q (see account ls): %w", account, ErrNoAccount)
 	}
 	if err != nil {
 		return nil, f.safeErr(err)
