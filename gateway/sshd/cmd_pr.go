@@ -57,7 +57,7 @@ func (c *call) prCmd() *cobra.Command {
 	cmd.Flags().StringVar(&req.Base, "base", "", "the branch to merge into (default: the repository's default branch)")
 	jsonFlag(cmd)
 	cmd.Example = c.examples("pr fix-the-flaky-3f2a1c", `pr fix-the-flaky-3f2a1c --title "Fix the flaky test" --draft`,
-		"pr fix-the-flaky-3f2a1c --body-file - < body.md", "pr merge --squash fix-the-flaky-3f2a1c", "pr close fix-the-flaky-3f2a1c")
+		"pr --json fix-the-flaky-3f2a1c", "{ssh} pr --body-file - fix-the-flaky-3f2a1c < body.md")
 	for _, sub := range []*cobra.Command{c.prMergeCmd(), c.prCloseCmd()} {
 		sub.GroupID = "" // the groups are the root's
 		cmd.AddCommand(sub)
@@ -105,7 +105,7 @@ func (c *call) prCloseCmd() *cobra.Command {
 			return writePR(cmd, card)
 		})
 	cmd.Flags().StringVar(&repo, "repo", "", "the repository (owner/name); needed when the box holds more than one")
-	cmd.Example = c.examples("pr close fix-the-flaky-3f2a1c")
+	cmd.Example = c.examples("pr close fix-the-flaky-3f2a1c", "pr close --json fix-the-flaky-3f2a1c")
 	return jsonFlag(cmd)
 }
 
