@@ -526,55 +526,36 @@ func (f *Fleet) openRow(ctx context.Context, caller keys.Actor, name, repo strin
 }
 
 func (f *Fleet) mergePR(ctx context.Context, caller keys.Actor, name, repo string, method forge.MergeMethod) (PR, error) {
-	if err := f.needForge(); err != nil {
-		return PR{}, err
-	}
 	if _, err := ParseMergeMethod(string(method)); err != nil {
 		return PR{}, err
 	}
 	if method == "" {
 		method = forge.Merge
 	}
-	rec, lock, _, d, err := f.openRow(ctx, caller, name, repo)
-	if err != nil {
-		return PR{}, f.safeErr(err)
-	}
-	defer lock.Unlock()
-	fr, err := forgeRepo(d.Repo)
-	if err != nil {
-		return PR{}, f.safeErr(err)
-	}
-	e := f.entry(caller, "pr.merge", name)
-	e.Detail = d.URL + " " + string(method) + " " + short(d.HeadSHA)
-	token, err := f.token(ctx, rec.Owner, d.Account)
-	if err != nil {
-		f.audit.Finish(ctx, e, err, audit.ResultError)
-		return PR{}, f.safeErr(err)
-	}
-	// The head the card last showed: the host refuses if it moved since.
-	pr, err := f.forge.Merge(ctx, token, fr, d.Number, method, d.HeadSHA)
-	if errors.Is(err, ErrConflict) {
-		if cur, gerr := f.forge.Get(ctx, token, fr, d.Number); gerr == nil && cur.HeadSHA != d.HeadSHA {
-			_, _ = f.savePR(ctx, rec, d.Account, cur, audit.Entry{})
-			err = fmt.Errorf("the branch moved (its head is %s now, the card showed %s): look at the card again: %w", short(cur.HeadSHA), short(d.HeadSHA), ErrConflict)
+	return f.endPR(ctx, caller, name, repo, "pr.merge", string(method), func(rec record, d PRDoc, token string, fr forge.Repo) (forge.PullRequest, error) {
+		// The head the card last showed: the host refuses if it moved since.
+		pr, err := f.forge.Merge(ctx, token, fr, d.Number, method, d.HeadSHA)
+		if errors.Is(err, ErrConflict) {
+			if cur, gerr := f.forge.Get(ctx, token, fr, d.Number); gerr == nil && cur.HeadSHA != d.HeadSHA {
+				_, _ = f.savePR(ctx, rec, d.Account, cur, audit.Entry{})
+				err = fmt.Errorf("the branch moved (its head is %s now, the card showed %s): look at the card again: %w", short(cur.HeadSHA), short(d.HeadSHA), ErrConflict)
+			}
 		}
-	}
-	if err != nil {
-		err = forgeErr(fmt.Sprintf("merge %s#%d", d.Repo, d.Number), err)
-		f.audit.Finish(ctx, e, err, forgeResult(err))
-		return PR{}, f.safeErr(err)
-	}
-	card, err := f.savePR(ctx, rec, d.Account, pr, e)
-	if err != nil {
-		f.audit.Finish(ctx, e, err, audit.ResultError)
-		return PR{}, f.safeErr(err)
-	}
-	f.audit.Finish(ctx, e, nil, "")
-	f.emitPR(rec, EventPR, card, card.State)
-	return card, nil
+		return pr, err
+	})
 }
 
 func (f *Fleet) closePR(ctx context.Context, caller keys.Actor, name, repo string) (PR, error) {
+	return f.endPR(ctx, caller, name, repo, "pr.close", "", func(_ record, d PRDoc, token string, fr forge.Repo) (forge.PullRequest, error) {
+		return f.forge.Close(ctx, token, fr, d.Number)
+	})
+}
+
+// endPR merges or closes (do) the box's open pull request from repo, under
+// the box's lock, with its audit row (action, the URL, detail and the head
+// the card showed), the saved card and the event.
+func (f *Fleet) endPR(ctx context.Context, caller keys.Actor, name, repo, action, detail string,
+	do func(rec record, d PRDoc, token string, fr forge.Repo) (forge.PullRequest, error)) (PR, error) {
 	if err := f.needForge(); err != nil {
 		return PR{}, err
 	}
@@ -587,16 +568,16 @@ func (f *Fleet) closePR(ctx context.Context, caller keys.Actor, name, repo strin
 	if err != nil {
 		return PR{}, f.safeErr(err)
 	}
-	e := f.entry(caller, "pr.close", name)
-	e.Detail = d.URL
+	e := f.entry(caller, action, name)
+	e.Detail = strings.TrimSpace(d.URL + " " + detail + " " + short(d.HeadSHA))
 	token, err := f.token(ctx, rec.Owner, d.Account)
 	if err != nil {
 		f.audit.Finish(ctx, e, err, audit.ResultError)
 		return PR{}, f.safeErr(err)
 	}
-	pr, err := f.forge.Close(ctx, token, fr, d.Number)
+	pr, err := do(rec, d, token, fr)
 	if err != nil {
-		err = forgeErr(fmt.Sprintf("close %s#%d", d.Repo, d.Number), err)
+		err = forgeErr(fmt.Sprintf("%s %s#%d", strings.TrimPrefix(action, "pr."), d.Repo, d.Number), err)
 		f.audit.Finish(ctx, e, err, forgeResult(err))
 		return PR{}, f.safeErr(err)
 	}
