@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
 )
@@ -319,6 +320,57 @@ func (f *Fleet) RemoveMCPServer(ctx context.Context, caller keys.Actor, name str
 		return err
 	}
 	return f.settings.removeMCPServer(ctx, caller, name)
+}
+
+// OpenPR opens a pull request from the box's branch of a repository it may
+// push (PRRequest.Repo, or its only one): the branch is pushed from inside
+// the box first (a sleeping box is woken), then the forge opens it with
+// the token of the account that reached the repository. A pull request
+// already open from that branch is returned instead (Opened false), its
+// head now what was pushed. Nothing to push beyond the box's start is
+// ErrInvalid.
+func (f *Fleet) OpenPR(ctx context.Context, caller keys.Actor, name string, req PRRequest) (PR, error) {
+	if err := need(caller, keys.RightWrite, "open pull request"); err != nil {
+		return PR{}, err
+	}
+	return f.openPR(ctx, caller, name, req)
+}
+
+// PR is the live card of the box's newest pull request from repo ("" for
+// its only pushable repository), asked of the forge.
+func (f *Fleet) PR(ctx context.Context, caller keys.Actor, name, repo string) (PR, error) {
+	if err := need(caller, keys.RightRead, "pull request"); err != nil {
+		return PR{}, err
+	}
+	return f.pr(ctx, caller, name, repo)
+}
+
+// MergePR merges the box's open pull request from repo by method ("" is
+// a merge commit), at the head its card last showed: if the branch moved
+// since, it is ErrConflict (look at the card again).
+func (f *Fleet) MergePR(ctx context.Context, caller keys.Actor, name, repo string, method forge.MergeMethod) (PR, error) {
+	if err := need(caller, keys.RightWrite, "merge pull request"); err != nil {
+		return PR{}, err
+	}
+	return f.mergePR(ctx, caller, name, repo, method)
+}
+
+// ClosePR closes the box's open pull request from repo without merging.
+func (f *Fleet) ClosePR(ctx context.Context, caller keys.Actor, name, repo string) (PR, error) {
+	if err := need(caller, keys.RightWrite, "close pull request"); err != nil {
+		return PR{}, err
+	}
+	return f.closePR(ctx, caller, name, repo)
+}
+
+// Repos lists the repositories the caller's account ("" for their
+// default) can reach on the forge whose owner/name holds query, most
+// recently updated first.
+func (f *Fleet) Repos(ctx context.Context, caller keys.Actor, account, query string) ([]forge.RepoInfo, error) {
+	if err := need(caller, keys.RightRead, "list repositories"); err != nil {
+		return nil, err
+	}
+	return f.repos(ctx, caller, account, query)
 }
 
 // The box network's side (gateway/boxnet): it acts for a machine, named by

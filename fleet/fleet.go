@@ -21,7 +21,8 @@
 // readdir, artifacts, diff), net.go's grants (the box network's view) and
 // cluster.go's leases. What spans parts is Fleet's: delegate.go (a new
 // box), actions.go (what a caller does in a box), lifecycle.go (sleep,
-// wake, destroy, the timers, recovery).
+// wake, destroy, the timers, recovery), prs.go (a box's branches as pull
+// requests on the forge, and the watcher of the open ones).
 package fleet
 
 import (
@@ -37,6 +38,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
@@ -65,6 +67,9 @@ type Policy struct {
 	Spec vm.Spec
 	// TickEvery is how often lifecycle timers are checked (default 5 s).
 	TickEvery time.Duration
+	// PRPollEvery is how often the open pull requests are asked about on
+	// the forge (default 30 s; one gateway of a cluster asks).
+	PRPollEvery time.Duration
 }
 
 // Config wires the core.
@@ -101,6 +106,10 @@ type Config struct {
 	// their outbox; nil: no notifications. Notifications tunes them.
 	Notify        NotifyStore
 	Notifications NotifyConfig
+	// Forge is the git host's API (git.kind at git.host) the pull
+	// requests and repository lists go through; nil: none (those calls
+	// are Unavailable).
+	Forge forge.Forge
 }
 
 // Fleet is the core: the caller-checked front door (api.go) over parts
@@ -130,6 +139,7 @@ type Fleet struct {
 	files    *files    // files.go: stat, readdir, artifacts, diff
 	grants   *grants   // net.go: what a machine's network path may reach
 	notify   *notifier // notify*.go: channels, the outbox, the dispatcher
+	forge    forge.Forge
 }
 
 // background is the core's own work (turns followed, mirrors, the pool,
@@ -174,6 +184,9 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Policy.TickEvery <= 0 {
 		cfg.Policy.TickEvery = 5 * time.Second
 	}
+	if cfg.Policy.PRPollEvery <= 0 {
+		cfg.Policy.PRPollEvery = 30 * time.Second
+	}
 	if cfg.Cluster != nil && cfg.ID == "" {
 		return nil, errors.New("fleet: a Cluster needs an ID")
 	}
@@ -199,8 +212,10 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	f.notify.start()
 	f.bg.wg.Add(2)
+	f.bg.wg.Add(3)
 	go f.tickLoop()
 	go f.watchVM()
+	go f.watchPRs()
 	f.pool.refill()
 	return f, nil
 }
@@ -211,7 +226,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	bg.ctx, bg.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	f := &Fleet{
 		store: cfg.Store, vm: cfg.VM, audit: cfg.Audit, red: cfg.Redactor, dataDir: cfg.DataDir,
-		now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network,
+		now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, forge: cfg.Forge,
 		bg: bg, policy: &livePolicy{p: cfg.Policy},
 		leases: &leases{cluster: cfg.Cluster, id: cfg.ID, log: cfg.Logger},
 	}
@@ -295,6 +310,13 @@ func (f *Fleet) view(ctx context.Context, rec record) (Box, error) {
 		return Box{}, err
 	}
 	b.LogSize = f.logs.size(rec.Name)
+	if docs, err := f.store.ListPRs(ctx, rec.Name); err == nil {
+		for _, d := range docs {
+			b.PRs = append(b.PRs, storedCard(d))
+		}
+	} else {
+		return Box{}, err
+	}
 	return b, nil
 }
 

@@ -50,10 +50,6 @@ const (
 	NotifyTest   = "test"
 )
 
-// EventPRChecks is the Event kind the pull-request watcher publishes when a
-// pull request's checks finish (see NotifyPRChecks).
-const EventPRChecks = "pr_checks"
-
 // NotifyEvents are the events a channel may ask for, in order; a channel
 // added without a list gets them all.
 var NotifyEvents = []string{NotifyWaiting, NotifyDone, NotifyFailed, NotifyPRChecks, NotifyExpiring}

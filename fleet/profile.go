@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"sbx.dev/sbx/fleet/transcript"
 	"sbx.dev/sbx/hooks"
@@ -30,6 +31,10 @@ type parser interface {
 	session() string
 	// cost is the turn's reported cost in USD, once known.
 	cost() float64
+	// summary is the agent's last word on the turn (Claude Code's final
+	// result text; a script's last line), "" when it said nothing: a pull
+	// request's body starts from it.
+	summary() string
 }
 
 // systemPrompt is appended to the agent's own: the seed's rules, the
@@ -188,15 +193,22 @@ func sideSettings() []byte {
 	return b
 }
 
-type plainParser struct{}
+type plainParser struct{ last string }
 
-func (p *plainParser) line(b []byte) string { return string(b) + "\n" }
-func (p *plainParser) session() string      { return "script" }
-func (p *plainParser) cost() float64        { return 0 }
+func (p *plainParser) line(b []byte) string {
+	if t := strings.TrimSpace(string(b)); t != "" {
+		p.last = t
+	}
+	return string(b) + "\n"
+}
+func (p *plainParser) session() string { return "script" }
+func (p *plainParser) cost() float64   { return 0 }
+func (p *plainParser) summary() string { return p.last }
 
 type claudeParser struct {
 	p *transcript.Parser
 	c float64
+	s string
 }
 
 func (c *claudeParser) line(b []byte) string {
@@ -204,6 +216,9 @@ func (c *claudeParser) line(b []byte) string {
 	for _, e := range c.p.Line(b) {
 		if e.Result != nil {
 			c.c = e.Result.CostUSD
+			if !e.Result.IsError {
+				c.s = strings.TrimSpace(e.Result.Text)
+			}
 		}
 		if s := transcript.Format(e); s != "" {
 			out += s
@@ -216,6 +231,7 @@ func (c *claudeParser) line(b []byte) string {
 }
 func (c *claudeParser) session() string { return c.p.SessionID() }
 func (c *claudeParser) cost() float64   { return c.c }
+func (c *claudeParser) summary() string { return c.s }
 
 func unknownProfile(name string) error {
 	return fmt.Errorf("unknown agent profile %q (known: %v): %w", name, profileNames(), ErrInvalid)

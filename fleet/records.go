@@ -45,6 +45,9 @@ type record struct {
 	Session string  `json:"session,omitempty"`
 	Side    string  `json:"side,omitempty"`
 	CostUSD float64 `json:"cost_usd,omitempty"`
+	// Summary is the agent's last word on its last turn that said one
+	// (its final result text), for a pull request's body.
+	Summary string `json:"summary,omitempty"`
 	// Model is the box's use of the model endpoint (its budget).
 	Model ModelUsage `json:"model,omitzero"`
 	// StateBeforeSleep is where the run was when the box went to sleep.
@@ -156,6 +159,14 @@ type Store interface {
 	ListInbox(ctx context.Context, box string) ([]InboxDoc, error)
 	// DeleteInbox removes one item; found is false when it did not exist.
 	DeleteInbox(ctx context.Context, box string, id int64, rec audit.Entry) (found bool, err error)
+
+	// PutPR saves what the forge last said of a box's pull request
+	// (inserted, or replacing the row of the same box, repo and number).
+	PutPR(ctx context.Context, d PRDoc, rec audit.Entry) error
+	// ListPRs returns a box's pull requests, the newest first.
+	ListPRs(ctx context.Context, box string) ([]PRDoc, error)
+	// OpenPRs returns every pull request last seen open, of every box.
+	OpenPRs(ctx context.Context) ([]PRDoc, error)
 }
 
 // BoxDoc is a box row: its key columns and its JSON document.
@@ -164,6 +175,24 @@ type BoxDoc struct {
 	Owner string
 	State string
 	Doc   []byte
+}
+
+// PRDoc is a box's pull request row: the key columns and the last card
+// (a forge.PullRequest as JSON).
+type PRDoc struct {
+	Box     string
+	Owner   string
+	Repo    string // owner/name
+	Number  int
+	Account string
+	URL     string
+	Base    string
+	Head    string
+	HeadSHA string
+	State   string
+	Checks  string
+	Card    []byte
+	Updated time.Time
 }
 
 // InboxDoc is an inbox row.

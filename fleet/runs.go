@@ -438,6 +438,9 @@ func (r *runs) endTurn(ctx context.Context, name string, turn, code int, parser 
 		rec.Session = s
 	}
 	rec.CostUSD += parser.cost()
+	if s := parser.summary(); s != "" {
+		rec.Summary = s
+	}
 	status := turnStatus(code)
 	_ = r.logs.at(name, turn, logEnd, 0, turnEndLine(turn, code))
 	if q := r.question(bg, rec); q != "" {

@@ -116,6 +116,10 @@ type Box struct {
 	Inbox   int       `json:"inbox"`
 	LogSize int64     `json:"log_size"`
 	CostUSD float64   `json:"cost_usd,omitempty"`
+	// PRs are the cards of the box's pull requests as the forge last
+	// showed them (newest first, without their bodies): the watcher keeps
+	// open ones fresh; PR asks the forge at once.
+	PRs []PR `json:"prs,omitempty"`
 }
 
 // InboxItem is a follow-up queued while the agent was mid-turn.
@@ -162,10 +166,12 @@ type Diff struct {
 type Event struct {
 	Box   string      `json:"box"`
 	Owner string      `json:"owner"`
-	Kind  string      `json:"kind"` // "state", "question", "output", "inbox", "removed"
+	Kind  string      `json:"kind"` // "state", "question", "output", "inbox", "removed", "pr", "pr_checks"
 	State State       `json:"state"`
 	Note  redact.Safe `json:"note,omitzero"`
 	At    time.Time   `json:"at"`
+	// PR is the pull request an EventPR or EventPRChecks is about.
+	PR *PRRef `json:"pr,omitempty"`
 }
 
 // Event kinds.
@@ -175,6 +181,14 @@ const (
 	EventOutput   = "output"
 	EventInbox    = "inbox"
 	EventRemoved  = "removed"
+	// EventPR: one of the box's pull requests changed (opened, a new
+	// head, merged or closed, through sbx or on the forge). Event.PR says
+	// which and how it stands.
+	EventPR = "pr"
+	// EventPRChecks: the checks of a pull request's head finished
+	// (Event.PR.Checks is success or failure; Note says so in words). Sent
+	// once per head and outcome, by the gateway that polls the forge.
+	EventPRChecks = "pr_checks"
 )
 
 // PoolStatus is the warm pool as an admin sees it.

@@ -52,7 +52,11 @@ func (s *Server) startCore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("seal key: %w", err)
 	}
-	s.core.accounts, err = accounts.New(s.store, s.core.sealer, s.audit, accounts.Config{Host: s.cfg.Git.Host, Now: s.opts.Now})
+	kind, fg, err := newForge(s.cfg.Git.Kind, s.cfg.Git.Host)
+	if err != nil {
+		return err
+	}
+	s.core.accounts, err = accounts.New(s.store, s.core.sealer, s.audit, accounts.Config{Host: s.cfg.Git.Host, Kind: kind, Now: s.opts.Now})
 	if err != nil {
 		return fmt.Errorf("git.host: %w", err)
 	}
@@ -114,7 +118,7 @@ func (s *Server) startCore(ctx context.Context) error {
 			DigestHour: s.cfg.Notify.DigestHour, ExpiringLead: s.cfg.Notify.ExpiringLead.D()},
 		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
-		Cluster: cluster, ID: id,
+		Cluster: cluster, ID: id, Forge: fg,
 		Policy: fleet.Policy{
 			MaxDuration: fc.MaxDuration.D(), IdleSleep: fc.IdleSleep.D(), SleepTTL: fc.SleepTTL.D(),
 			MaxBoxesPerUser: fc.MaxBoxesPerUser, MaxBoxesPerHost: fc.MaxBoxesPerHost, WarmPool: fc.WarmPool,

@@ -389,6 +389,11 @@ var httpRoutes = map[string]httpRoute{
 	"POST /settings/keys/{id}/revoke":        {path: "/settings/keys/{victim-key}/revoke", auth: "session", boxed: true},
 	"POST /settings/sessions/{id}/revoke":    {path: "/settings/sessions/{victim-session}/revoke", auth: "session", boxed: true},
 	"GET /audit":                             {path: "/audit", auth: "session-admin"},
+	// Nothing committed in the matrix's box: nothing to open, nothing to
+	// merge or close.
+	"POST /boxes/{box}/pr":       {path: "/boxes/{box}/pr", body: "title=x", auth: "session", boxed: true, right: invalid},
+	"POST /boxes/{box}/pr/merge": {path: "/boxes/{box}/pr/merge", body: "method=squash", auth: "session", boxed: true, right: notFound},
+	"POST /boxes/{box}/pr/close": {path: "/boxes/{box}/pr/close", auth: "session", boxed: true, right: notFound},
 }
 
 // expectHTTP is what cred gets from r.
@@ -596,6 +601,12 @@ var mcpTools = map[string]mcpTool{
 	"notify_add":     {args: map[string]any{"name": "n", "kind": "webhook", "url": "http://"}, write: true, right: invalid, other: invalid},
 	"notify_remove":  {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound, destructive: true},
 	"notify_test":    {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound},
+	// Nothing committed: nothing to open, no pull request to act on.
+	"pr_open":  {args: map[string]any{"box": "{box}"}, write: true, right: invalid},
+	"pr_get":   {args: map[string]any{"box": "{box}"}, right: notFound},
+	"pr_merge": {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
+	"pr_close": {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
+	"repos":    {args: map[string]any{"account": "nosuch"}, right: notFound, other: notFound},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
@@ -673,7 +684,8 @@ func (m *matrix) callTool(t *testing.T, cs *sdk.ClientSession, name, cred string
 		want = e.other
 	case cred == credOther:
 		want = notFound
-	case cred == credRight && e.right != "":
+	case cred == credRight && e.right != "", cred == credRead && !e.write && e.right != "":
+		// A read key of alice's reads what her right key would.
 		want = e.right
 	}
 	args := map[string]any{}
@@ -806,6 +818,12 @@ var sshCommands = map[string]sshCommand{
 	"exec":            {args: "{box} -- true", boxed: true},
 	"attach":          {args: "{box} -- true", boxed: true, tty: true},
 	"rm":              {args: "{box}", boxed: true, last: true},
+	// The matrix's box committed nothing, so there is nothing to open, and
+	// no pull request to merge or close.
+	"pr":       {args: "{box}", boxed: true, right: invalid},
+	"pr merge": {args: "{box}", boxed: true, right: notFound},
+	"pr close": {args: "{box}", boxed: true, right: notFound},
+	"repos":    {args: "--account nosuch", right: notFound, other: notFound},
 }
 
 var sshCreds = []string{credNone, credRevoked, "disabled-user", credOther, credRight}

@@ -205,3 +205,38 @@ func expiryClass(id accounts.Identity, now time.Time) string {
 func mcpURL(name, suffix string) string {
 	return "/settings/mcp/" + url.PathEscape(name) + suffix
 }
+
+// pushable names the box's repositories it may push (pull requests).
+func pushable(b fleet.Box) []string {
+	var out []string
+	for _, r := range b.Repos {
+		if r.Push {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// prState is a pull request's state, a draft said.
+func prState(p fleet.PR) string {
+	if p.Draft && p.State == "open" {
+		return "open (draft)"
+	}
+	return p.State
+}
+
+func checksText(outcome string) string {
+	if outcome == "" {
+		return "none"
+	}
+	return outcome
+}
+
+func reviewText(r string) string { return strings.ReplaceAll(r, "_", " ") }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/internal/charset"
 	"sbx.dev/sbx/internal/errkind"
 )
@@ -87,30 +88,29 @@ func (id Identity) Summary(now time.Time) string {
 	return "login " + id.Login + "; scopes " + id.ScopesText() + "; expires " + id.ExpiresText(now)
 }
 
-// APIURL is the REST API base of a git host: api.github.com for
+// APIURL is the REST API base of a GitHub host: api.github.com for
 // github.com, <host>/api/v3 for GitHub Enterprise Server and anything
-// else (fleet/gittest answers there too).
-func APIURL(host *url.URL) string {
-	if host.Host == "github.com" && host.Path == "" {
-		return "https://api.github.com"
-	}
-	return host.String() + "/api/v3"
-}
+// else (fleet/gittest answers there too). forge.APIBase is the same for
+// either kind of host.
+func APIURL(host *url.URL) string { return forge.APIBase(forge.GitHub, host) }
 
 // maxIdentityBody bounds the /user answer read (GitHub's is about 1.5 KB).
 const maxIdentityBody = 64 << 10
 
 var (
 	loginChars = charset.New("A-Za-z0-9-")
-	scopeChars = charset.New("A-Za-z0-9:_-")
+	// Gitea's user names also take '_' and '.'.
+	giteaLoginChars = charset.New("A-Za-z0-9_.-")
+	scopeChars      = charset.New("A-Za-z0-9:_-")
 )
 
 // Identify asks the host's API who token belongs to (GET <api>/user, as
-// `gh auth status` does). A 401 or 403 is ErrTokenRejected; a host that
-// cannot be reached, fails (5xx), rate-limits or redirects (the token is
-// never sent on to where a redirect points) is errkind.Unavailable.
+// `gh auth status` does; Gitea's is <host>/api/v1/user: forge.APIBase).
+// A 401 or 403 is ErrTokenRejected; a host that cannot be reached, fails
+// (5xx), rate-limits or redirects (the token is never sent on to where a
+// redirect points) is errkind.Unavailable.
 func (s *Service) Identify(ctx context.Context, token string) (Identity, error) {
-	api := APIURL(s.host)
+	api := forge.APIBase(s.kind, s.host)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/user", nil)
 	if err != nil {
 		return Identity{}, fmt.Errorf("check the token: %w", err)
@@ -136,8 +136,12 @@ func (s *Service) Identify(ctx context.Context, token string) (Identity, error) 
 	var body struct {
 		Login string `json:"login"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxIdentityBody)).Decode(&body); err != nil || !charset.Is(body.Login, 1, 39, loginChars, loginChars) {
-		return Identity{}, fmt.Errorf("check the token at %s: the answer names no GitHub user (is git.host a GitHub?)", api)
+	chars, max, what := loginChars, 39, "GitHub user (is git.host a GitHub? else set git.kind)"
+	if s.kind == forge.Gitea {
+		chars, max, what = giteaLoginChars, 40, "Gitea user (is git.host a Gitea or Forgejo?)"
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxIdentityBody)).Decode(&body); err != nil || !charset.Is(body.Login, 1, max, chars, chars) {
+		return Identity{}, fmt.Errorf("check the token at %s: the answer names no %s", api, what)
 	}
 	id := Identity{Login: body.Login}
 	if h, ok := resp.Header["X-Oauth-Scopes"]; ok {

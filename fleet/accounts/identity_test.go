@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/fleet/gittest"
 	"sbx.dev/sbx/internal/errkind"
 )
@@ -179,6 +180,47 @@ func TestAPIURL(t *testing.T) {
 		if got := accounts.APIURL(u); got != want {
 			t.Errorf("APIURL(%s) = %s, want %s", host, got, want)
 		}
+	}
+}
+
+// TestIdentifyByKind: a GitHub host is asked at /api/v3/user, a Gitea
+// host at /api/v1/user (its user names may hold '_' and '.'); a Gitea
+// answer does not pass for a GitHub one, and an unknown kind is refused.
+func TestIdentifyByKind(t *testing.T) {
+	var paths []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.URL.Path)
+		w.Write([]byte(`{"login":"gitea_admin.1"}`))
+	}))
+	defer api.Close()
+	for _, tc := range []struct {
+		kind     forge.Kind
+		path     string
+		ok       bool
+		errMatch string
+	}{
+		{forge.Gitea, "/api/v1/user", true, ""},
+		{"", "/api/v3/user", false, "names no GitHub user"},
+		{forge.GitHub, "/api/v3/user", false, "set git.kind"},
+	} {
+		paths = nil
+		svc, err := accounts.New(nil, nil, nil, accounts.Config{Host: api.URL, Kind: tc.kind})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := svc.Identify(context.Background(), tokA)
+		if len(paths) != 1 || paths[0] != tc.path {
+			t.Errorf("%q asked %v, want %s", tc.kind, paths, tc.path)
+		}
+		if tc.ok && (err != nil || id.Login != "gitea_admin.1") {
+			t.Errorf("%q: %+v %v", tc.kind, id, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.errMatch)) {
+			t.Errorf("%q: %v, want %q", tc.kind, err, tc.errMatch)
+		}
+	}
+	if _, err := accounts.New(nil, nil, nil, accounts.Config{Host: api.URL, Kind: "gitlab"}); !errors.Is(err, errkind.Invalid) {
+		t.Errorf("kind gitlab: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 )
@@ -27,6 +28,10 @@ type Config struct {
 	// Host is the git host's base URL; "" means DefaultHost. http is
 	// accepted only for loopback (tests against fleet/gittest).
 	Host string
+	// Kind is the API the host speaks (forge.GitHub or forge.Gitea); ""
+	// means forge.GitHub. It decides where a token's identity is asked
+	// (forge.APIBase).
+	Kind forge.Kind
 	// Client makes the probe requests; nil means one with ProbeTimeout.
 	// Its redirect policy is replaced: a token is never sent on to where a
 	// redirect points.
@@ -44,6 +49,7 @@ type Service struct {
 	sealer Sealer
 	audit  *audit.Log
 	host   *url.URL
+	kind   forge.Kind
 	client *http.Client
 	now    func() time.Time
 }
@@ -66,11 +72,20 @@ func New(store Store, sealer Sealer, log *audit.Log, cfg Config) (*Service, erro
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{store: store, sealer: sealer, audit: log, host: host, client: client, now: cfg.Now}, nil
+	if cfg.Kind == "" {
+		cfg.Kind = forge.GitHub
+	}
+	if _, err := forge.ParseKind(string(cfg.Kind)); err != nil {
+		return nil, err
+	}
+	return &Service{store: store, sealer: sealer, audit: log, host: host, kind: cfg.Kind, client: client, now: cfg.Now}, nil
 }
 
 // Host is the configured git host's base URL.
 func (s *Service) Host() string { return s.host.String() }
+
+// Kind is the API the configured git host speaks.
+func (s *Service) Kind() forge.Kind { return s.kind }
 
 // CloneURL is the HTTPS URL of repo on the host, without credentials.
 func (s *Service) CloneURL(repo Repo) string {

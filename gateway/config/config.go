@@ -202,6 +202,10 @@ type Notify struct {
 type Git struct {
 	// Host is the base URL repos are cloned from and tokens probed against.
 	Host string `yaml:"host"`
+	// Kind is the API the host speaks, for tokens' identity and pull
+	// requests: "github" (github.com and GitHub Enterprise) or "gitea"
+	// (Gitea and Forgejo).
+	Kind string `yaml:"kind"`
 }
 
 // Net configures the box network: what the gateway may dial on a box's
@@ -251,7 +255,7 @@ func Default() Config {
 			MaxBoxesPerUser: 5,
 			MaxBoxesPerHost: 20,
 		},
-		Git:    Git{Host: "https://github.com"},
+		Git:    Git{Host: "https://github.com", Kind: "github"},
 		MCP:    MCP{WaitMax: Duration(50 * time.Second)},
 		Notify: Notify{DigestHour: 8, ExpiringLead: Duration(time.Hour)},
 		Web:    Web{SessionIdle: Duration(12 * time.Hour), SessionLifetime: Duration(7 * 24 * time.Hour)},

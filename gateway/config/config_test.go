@@ -89,6 +89,8 @@ func TestErrorsNameKeyAndValue(t *testing.T) {
 		{name: "empty macs flag", flags: map[string]string{"ssh.macs": " , "}, want: []string{"ssh.macs", "no MAC listed"}},
 		{name: "bad digest hour", env: []string{"SBX_NOTIFY_DIGEST_HOUR=24"}, want: []string{"notify.digest_hour", "24", "0 to 23"}},
 		{name: "bad expiring lead", flags: map[string]string{"notify.expiring_lead": "0s"}, want: []string{"notify.expiring_lead", "must be positive"}},
+		{name: "bad git kind", flags: map[string]string{"git.kind": "gitlab"}, want: []string{"git.kind", "gitlab", "gitea"}},
+		{name: "empty git kind", yaml: "git:\n  kind: \"\"\n", want: []string{"git.kind", `""`}},
 		{name: "kex listed twice", flags: map[string]string{"ssh.kex": "curve25519-sha256,curve25519-sha256"}, want: []string{"ssh.kex", `"curve25519-sha256": listed twice`}},
 	}
 	for _, c := range cases {
@@ -104,6 +106,19 @@ func TestErrorsNameKeyAndValue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestGitKind(t *testing.T) {
+	for in, want := range map[string]string{"": "github", "gitea": "gitea", "forgejo": "forgejo", "GitHub": "GitHub"} {
+		var flags map[string]string
+		if in != "" {
+			flags = map[string]string{"git.kind": in}
+		}
+		cfg, err := Load(Sources{DataDir: t.TempDir(), Flags: flags})
+		if err != nil || cfg.Git.Kind != want {
+			t.Errorf("git.kind %q: got %q, %v; want %q", in, cfg.Git.Kind, err, want)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/internal/sshalgo"
 )
@@ -176,6 +177,7 @@ var table = []field{
 	integer("fleet.max_boxes_per_host", func(c *Config) *int { return &c.Fleet.MaxBoxesPerHost }),
 	integer("fleet.warm_pool", func(c *Config) *int { return &c.Fleet.WarmPool }),
 	urlStr("git.host", func(c *Config) *string { return &c.Git.Host }),
+	str("git.kind", func(c *Config) *string { return &c.Git.Kind }),
 	secretStr("model.api_key", func(c *Config) *string { return &c.Model.APIKey }),
 	urlStr("model.upstream", func(c *Config) *string { return &c.Model.Upstream }),
 	integer("model.max_requests", func(c *Config) *int { return &c.Model.MaxRequests }),
@@ -377,6 +379,9 @@ func (c Config) Validate() error {
 	}
 	if u, err := url.Parse(c.Git.Host); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		bad("git.host", c.Git.Host, "want a base URL like https://github.com")
+	}
+	if _, err := forge.ParseKind(c.Git.Kind); err != nil {
+		bad("git.kind", c.Git.Kind, "want github (github.com, GitHub Enterprise) or gitea (Gitea, Forgejo)")
 	}
 	if c.Model.Upstream != "" {
 		if u, err := url.Parse(c.Model.Upstream); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {

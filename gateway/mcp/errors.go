@@ -64,6 +64,10 @@ func explain(err error) *toolError {
 	msg := err.Error()
 	result := audit.ResultError
 	switch kind := errkind.Of(err); {
+	case errors.Is(err, fleet.ErrNoPR):
+		msg += ". Open one with pr_open first."
+	case errors.Is(err, fleet.ErrNoAccount):
+		msg += ". The operator adds accounts with `account add`; leave account empty for the default one."
 	case kind == errkind.NotFound && errors.Is(err, fs.ErrNotExist):
 		msg += ". No such file or directory in the box: call list_artifacts to see what is there."
 	case kind == errkind.NotFound:

@@ -175,9 +175,10 @@ func wantToolError(t testing.TB, res *sdk.CallToolResult, want ...string) {
 // allTools is the list.
 var allTools = []string{"delegate", "list", "status", "watch", "answer", "inbox", "diff", "list_artifacts",
 	"read_artifact", "keep", "sleep", "wake", "teardown",
-	"notify_list", "notify_add", "notify_remove", "notify_test"}
+	"notify_list", "notify_add", "notify_remove", "notify_test",
+	"pr_open", "pr_get", "pr_merge", "pr_close", "repos"}
 
-var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown", "notify_add", "notify_remove", "notify_test"}
+var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown", "notify_add", "notify_remove", "notify_test", "pr_open", "pr_merge", "pr_close"}
 
 func TestToolsListedInBothModes(t *testing.T) {
 	f := newFront(t, Options{})
@@ -197,6 +198,10 @@ func TestToolsListedInBothModes(t *testing.T) {
 				}
 				if tl.Annotations == nil || tl.Annotations.ReadOnlyHint == slices.Contains(writeTools, tl.Name) {
 					t.Errorf("tool %s: readOnlyHint wrong: %+v", tl.Name, tl.Annotations)
+				}
+				// Merging and closing a pull request cannot be undone.
+				if tl.Annotations != nil && slices.Contains([]string{"pr_merge", "pr_close", "teardown"}, tl.Name) && (tl.Annotations.DestructiveHint == nil || !*tl.Annotations.DestructiveHint) {
+					t.Errorf("tool %s: want destructiveHint", tl.Name)
 				}
 			}
 			slices.Sort(names)

@@ -6,6 +6,7 @@ import (
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/keys"
 )
 
@@ -36,6 +37,9 @@ type boxes interface {
 	MCPServers(ctx context.Context, caller keys.Actor) ([]fleet.MCPServer, error)
 	AddMCPServer(ctx context.Context, caller keys.Actor, name, rawURL string, headers map[string]string) (fleet.MCPServer, error)
 	RemoveMCPServer(ctx context.Context, caller keys.Actor, name string) error
+	OpenPR(ctx context.Context, caller keys.Actor, name string, req fleet.PRRequest) (fleet.PR, error)
+	MergePR(ctx context.Context, caller keys.Actor, name, repo string, method forge.MergeMethod) (fleet.PR, error)
+	ClosePR(ctx context.Context, caller keys.Actor, name, repo string) (fleet.PR, error)
 }
 
 // logStream is fleet.LogStream as the console uses it.

@@ -531,14 +531,15 @@ func TestLogStreamResumesFromLastEventID(t *testing.T) {
 	}
 	all := read()
 	want := "id: 25\nevent: log\ndata: first line\ndata: second &lt;line&gt;\ndata: \n"
-	// Every connection first refreshes the status panel, then the log.
-	if len(all) != 2 || !strings.Contains(all[0], "event: status") || all[1] != want {
+	// Every connection first refreshes the status and pull-request
+	// panels, then the log.
+	if len(all) != 3 || !strings.Contains(all[0], "event: status") || !strings.Contains(all[1], "event: prs") || all[2] != want {
 		t.Fatalf("from the start: %q, want the status, then %q", all, want)
 	}
 	c.core.write("b1", "third\n")
 	resumed := read("Last-Event-ID", "25")
 	// A reconnect first refreshes the status panel, then the log goes on.
-	if len(resumed) != 2 || !strings.Contains(resumed[0], "event: status") || resumed[1] != "id: 31\nevent: log\ndata: third\ndata: \n" {
+	if len(resumed) != 3 || !strings.Contains(resumed[0], "event: status") || resumed[2] != "id: 31\nevent: log\ndata: third\ndata: \n" {
 		t.Fatalf("resumed: %q", resumed)
 	}
 	if resp, _ := send(t, b, "GET", c.URL+"/boxes/b1/stream", nil, "Last-Event-ID", "-1"); resp.StatusCode != 400 {

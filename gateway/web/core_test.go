@@ -15,6 +15,7 @@ import (
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/fleet/runlog"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
@@ -470,6 +471,18 @@ func (c *scriptedCore) RemoveMCPServer(context.Context, keys.Actor, string) erro
 
 func (c *scriptedCore) SetDefaultAccount(context.Context, keys.Actor, string) error {
 	return fmt.Errorf("account: %w", fleet.ErrNotFound)
+}
+
+func (c *scriptedCore) OpenPR(context.Context, keys.Actor, string, fleet.PRRequest) (fleet.PR, error) {
+	return fleet.PR{}, fmt.Errorf("scripted core opens no pull requests: %w", fleet.ErrUnavailable)
+}
+
+func (c *scriptedCore) MergePR(context.Context, keys.Actor, string, string, forge.MergeMethod) (fleet.PR, error) {
+	return fleet.PR{}, fmt.Errorf("pull request: %w", fleet.ErrNotFound)
+}
+
+func (c *scriptedCore) ClosePR(context.Context, keys.Actor, string, string) (fleet.PR, error) {
+	return fleet.PR{}, fmt.Errorf("pull request: %w", fleet.ErrNotFound)
 }
 
 var _ boxes = (*scriptedCore)(nil)

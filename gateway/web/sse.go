@@ -179,7 +179,13 @@ func (s *Server) boxStream(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		return out.send("status", "", body)
+		if err := out.send("status", "", body); err != nil {
+			return err
+		}
+		if body, err = renderString(ctx, views.PRPanel(b)); err != nil {
+			return err
+		}
+		return out.send("prs", "", body)
 	}
 	// The page's status panel may be stale: a reconnect, or a change
 	// between rendering the page and subscribing here (a turn that reaches

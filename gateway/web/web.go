@@ -358,6 +358,9 @@ func (s *Server) consoleRoutes() {
 	s.handle("GET /boxes/{box}/artifact", s.page(s.artifact))
 	s.handle("POST /boxes/{box}/answer", s.page(s.answer))
 	s.handle("POST /boxes/{box}/inbox/{id}/delete", s.page(s.removeInbox))
+	s.handle("POST /boxes/{box}/pr", s.page(s.openPR))
+	s.handle("POST /boxes/{box}/pr/merge", s.page(s.mergePR))
+	s.handle("POST /boxes/{box}/pr/close", s.page(s.closePR))
 	for _, a := range []string{"sleep", "wake", "keep", "unkeep", "destroy"} {
 		s.handle("POST /boxes/{box}/"+a, s.page(s.boxAction(a)))
 	}

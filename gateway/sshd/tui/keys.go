@@ -18,6 +18,7 @@ type keyMap struct {
 	New, Answer           key.Binding
 	Sleep, Wake, Keep     key.Binding
 	Destroy               key.Binding
+	PR                    key.Binding
 	Sort, Filter, Help    key.Binding
 	// move is Up and Down shown as one entry in the short help bar.
 	move key.Binding
@@ -56,6 +57,7 @@ func newKeyMap() keyMap {
 		Wake:      b("w", "wake", "w"),
 		Keep:      b("K", "keep", "K"),
 		Destroy:   b("d", "destroy", "d"),
+		PR:        b("P", "push and open a pull request", "P"),
 		Sort:      b("s", "sort", "s"),
 		Filter:    b("/", "filter", "/"),
 		Help:      b("?", "help", "?"),
@@ -97,7 +99,7 @@ func (k keyMap) tableHelp() bindings {
 		short: []key.Binding{k.move, k.Open, k.Help, k.Quit, k.New, k.Answer, k.sleepWake, k.Keep, k.Destroy, k.Filter, k.Sort},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.Top, k.Bottom, k.Open, k.Filter, k.Sort},
-			{k.New, k.Answer, k.Sleep, k.Wake, k.Keep, k.Destroy},
+			{k.New, k.Answer, k.Sleep, k.Wake, k.Keep, k.Destroy, k.PR},
 			{k.Help, k.Quit, k.ForceQuit},
 		},
 	}
@@ -110,7 +112,7 @@ func (k keyMap) boxHelp() bindings {
 		short: []key.Binding{back, k.Help, k.Answer, k.sleepWake, k.Keep, k.Destroy, k.scroll, k.ForceQuit},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.PageUp, k.PageDown, k.Follow, back},
-			{k.Answer, k.Sleep, k.Wake, k.Keep, k.Destroy},
+			{k.Answer, k.Sleep, k.Wake, k.Keep, k.Destroy, k.PR},
 		},
 	}
 }

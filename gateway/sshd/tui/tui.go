@@ -588,6 +588,8 @@ func (m *model) action(k tea.KeyPressMsg) string {
 			return "unkeep"
 		}
 		return "keep"
+	case key.Matches(k, m.keys.PR):
+		return actPR
 	}
 	return ""
 }
@@ -650,6 +652,13 @@ func (m *model) act(what, name string) tea.Cmd {
 			_, err = f.Keep(ctx, caller, name, what == "keep")
 		case "destroy":
 			err = f.Destroy(ctx, caller, name)
+		case actPR:
+			p, err := f.OpenPR(ctx, caller, name, fleet.PRRequest{})
+			verb := "opened"
+			if !p.Opened {
+				verb = "pushed; open already:"
+			}
+			return doneMsg{what: fmt.Sprintf("%s: %s %s#%d %s", name, verb, p.Repo, p.Number, p.URL), err: err}
 		}
 		return doneMsg{what: fmt.Sprintf("%s %s: done", what, name), err: err}
 	}
@@ -976,7 +985,38 @@ func (m *model) nameWidth() int {
 	return min(w, max(room, 12))
 }
 
-func (m *model) logHeight() int { return max(m.h-8, 1) }
+func (m *model) logHeight() int {
+	extra := 0
+	if len(m.boxes[m.open].PRs) > 0 {
+		extra = 1 // the pull request's line
+	}
+	return max(m.h-8-extra, 1)
+}
+
+// actPR is the confirmed action of P: push the box's branch and open (or
+// update) its pull request.
+const actPR = "push and open a pull request for"
+
+// prLine is the box's newest pull request on one line.
+func prLine(p fleet.PR) string {
+	state := p.State
+	if p.Draft && state == "open" {
+		state = "draft"
+	}
+	checks := p.ChecksOutcome
+	if checks == "" {
+		checks = "none"
+	}
+	sha := p.HeadSHA
+	if len(sha) > 12 {
+		sha = sha[:12]
+	}
+	line := fmt.Sprintf("pr: %s#%d %s · head %s · checks %s · review %s", p.Repo, p.Number, state, sha, checks, strings.ReplaceAll(p.Review, "_", " "))
+	if p.State == "open" {
+		line += " · mergeable " + p.Mergeable
+	}
+	return line + " · " + p.URL
+}
 
 func (m *model) boxView() string {
 	now := m.o.Now()
@@ -996,6 +1036,9 @@ func (m *model) boxView() string {
 		b.WriteString(stTitle.Render("box "+safe(bx.Name)) + " · " + state + " · " + safe(bx.Agent) + " · " + safe(bx.Owner) +
 			" · up " + Age(now, bx.Created) + " · output " + Age(now, bx.LastOutput) + kept + "\n")
 		b.WriteString("task: " + safe(oneLine(bx.Task.String())) + "\n")
+		if len(bx.PRs) > 0 {
+			b.WriteString(safe(prLine(bx.PRs[0])) + "\n")
+		}
 	}
 	if ok && bx.Question.Len() > 0 {
 		b.WriteString(stBanner.Render(" ? "+safe(oneLine(bx.Question.String()))+" ") + "  (a to answer)\n")
