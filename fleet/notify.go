@@ -556,5 +556,23 @@ func newNotifier(cfg Config, f *Fleet) *notifier {
 	return &notifier{store: cfg.Notify, sealer: cfg.Sealer, private: cfg.PrivateUpstreams, cfg: cfg.Notifications,
 		client: newClient(rt), records: f.records, events: f.events, leases: f.leases, policy: f.policy,
 		red: f.red, audit: f.audit, bg: f.bg, now: f.now, log: f.log,
-		wake: make(chan struct{}, 1), sending: make(chan struct{}, 4), recent: map[string]time.Time{}}
+		wake: make(chan struct{}, 1), sending: make(chan struct{}, 4), recent: map[string]time.Time{},
+		merged: f.mergedPRs}
+}
+
+// mergedPRs is what merged for owner's digest: "owner/name#N title (box)".
+func (f *Fleet) mergedPRs(ctx context.Context, owner string, since time.Time) ([]string, error) {
+	docs, err := f.store.MergedPRs(ctx, owner, since)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(docs))
+	for _, d := range docs {
+		line := fmt.Sprintf("%s#%d", d.Repo, d.Number)
+		if c := storedCard(d); c.Title != "" {
+			line += " " + c.Title
+		}
+		out = append(out, line+" ("+d.Box+")")
+	}
+	return out, nil
 }

@@ -167,6 +167,9 @@ type Store interface {
 	ListPRs(ctx context.Context, box string) ([]PRDoc, error)
 	// OpenPRs returns every pull request last seen open, of every box.
 	OpenPRs(ctx context.Context) ([]PRDoc, error)
+	// MergedPRs returns owner's pull requests seen merged since then,
+	// newest first (for the daily digest).
+	MergedPRs(ctx context.Context, owner string, since time.Time) ([]PRDoc, error)
 }
 
 // BoxDoc is a box row: its key columns and its JSON document.

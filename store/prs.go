@@ -42,6 +42,12 @@ func (s *Store) OpenPRs(ctx context.Context) ([]fleet.PRDoc, error) {
 	return s.prs(ctx, "SELECT "+prColumns+" FROM box_prs WHERE state = ? ORDER BY box, repo, number", "open")
 }
 
+// MergedPRs returns owner's pull requests seen merged since then, newest
+// first.
+func (s *Store) MergedPRs(ctx context.Context, owner string, since time.Time) ([]fleet.PRDoc, error) {
+	return s.prs(ctx, "SELECT "+prColumns+" FROM box_prs WHERE owner = ? AND state = ? AND updated >= ? ORDER BY updated DESC", owner, "merged", nanos(since))
+}
+
 func (s *Store) prs(ctx context.Context, q string, args ...any) ([]fleet.PRDoc, error) {
 	rows, err := s.read().query(ctx, q, args...)
 	if err != nil {

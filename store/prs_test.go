@@ -51,6 +51,16 @@ func TestBoxPRs(t *testing.T) {
 		if open, _ := b.OpenPRs(ctx); len(open) != 0 {
 			t.Fatalf("a merged pull request is still open: %+v", open)
 		}
+		// The digest's "what merged": the owner's, since the day began.
+		if m, err := b.MergedPRs(ctx, "erin", at.Add(-time.Hour)); err != nil || len(m) != 1 || m[0].Number != 7 {
+			t.Fatalf("merged since: %+v %v", m, err)
+		}
+		if m, _ := b.MergedPRs(ctx, "erin", at.Add(time.Hour)); len(m) != 0 {
+			t.Fatalf("merged before the window: %+v", m)
+		}
+		if m, _ := b.MergedPRs(ctx, "frank", at.Add(-time.Hour)); len(m) != 0 {
+			t.Fatalf("another owner's merged pull requests: %+v", m)
+		}
 		ghost := pr
 		ghost.Box = "nobox"
 		if err := a.PutPR(ctx, ghost, testRec); !errors.Is(err, fleet.ErrNotFound) {
