@@ -164,6 +164,15 @@ func (f *Fleet) SetAllow(ctx context.Context, caller keys.Actor, name string, do
 	return f.setAllow(ctx, caller, name, domains)
 }
 
+// SetTitle changes the box's title (1–80 printable characters, one line);
+// its name stays. Owner or admin, audited, an EventTitle.
+func (f *Fleet) SetTitle(ctx context.Context, caller keys.Actor, name, title string) (Box, error) {
+	if err := need(caller, keys.RightWrite, "set title"); err != nil {
+		return Box{}, err
+	}
+	return f.setTitle(ctx, caller, name, title)
+}
+
 // Stats samples the box's CPU and memory (zero for a box without a machine).
 func (f *Fleet) Stats(ctx context.Context, caller keys.Actor, name string) (Stats, error) {
 	if err := need(caller, keys.RightRead, "stats"); err != nil {

@@ -91,11 +91,14 @@ type DelegateRequest struct {
 // Box is what a front sees of one box. Everything that came from inside the
 // box, or could carry a secret, is redact.Safe.
 type Box struct {
-	Name     string      `json:"name"`
-	Owner    string      `json:"owner"`
-	State    State       `json:"state"`
-	Agent    string      `json:"agent"`
-	Task     redact.Safe `json:"task"`
+	Name  string      `json:"name"`
+	Owner string      `json:"owner"`
+	State State       `json:"state"`
+	Agent string      `json:"agent"`
+	Task  redact.Safe `json:"task"`
+	// Title is a short line for lists: DefaultTitle of the task unless set
+	// with SetTitle. The name never changes.
+	Title    redact.Safe `json:"title"`
 	Repos    []Repo      `json:"repos"`
 	Allow    []string    `json:"allow"`
 	Keep     bool        `json:"keep"`
@@ -162,7 +165,7 @@ type Diff struct {
 type Event struct {
 	Box   string      `json:"box"`
 	Owner string      `json:"owner"`
-	Kind  string      `json:"kind"` // "state", "question", "output", "inbox", "removed"
+	Kind  string      `json:"kind"` // "state", "question", "output", "inbox", "removed", "title"
 	State State       `json:"state"`
 	Note  redact.Safe `json:"note,omitzero"`
 	At    time.Time   `json:"at"`
@@ -175,6 +178,7 @@ const (
 	EventOutput   = "output"
 	EventInbox    = "inbox"
 	EventRemoved  = "removed"
+	EventTitle    = "title"
 )
 
 // PoolStatus is the warm pool as an admin sees it.
