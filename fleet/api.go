@@ -173,6 +173,19 @@ func (f *Fleet) SetTitle(ctx context.Context, caller keys.Actor, name, title str
 	return f.setTitle(ctx, caller, name, title)
 }
 
+// AddRepo puts one more repository into the box (waking it when it
+// sleeps), with delegate's checks: the repo and ref must be reachable by
+// one of the caller's accounts, it is cloned on the host (the token never
+// enters the box), copied to /workspace/NAME on a new branch sbx/BOX, and
+// the box may push that branch only. A repo the box has is ErrConflict;
+// beyond MaxRepos, ErrLimit. Owner or admin, audited, an Event.
+func (f *Fleet) AddRepo(ctx context.Context, caller keys.Actor, name string, repo RepoSpec) (Box, error) {
+	if err := need(caller, keys.RightWrite, "add repo"); err != nil {
+		return Box{}, err
+	}
+	return f.addRepo(ctx, caller, name, repo)
+}
+
 // Stats samples the box's CPU and memory (zero for a box without a machine).
 func (f *Fleet) Stats(ctx context.Context, caller keys.Actor, name string) (Stats, error) {
 	if err := need(caller, keys.RightRead, "stats"); err != nil {

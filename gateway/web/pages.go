@@ -33,7 +33,8 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request) {
 		s.failPage(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, views.FleetPage(s.frame(r, "Fleet"), list, s.now()))
+	q := fleetQuery(r)
+	s.render(w, r, http.StatusOK, views.FleetPage(s.frame(r, "Fleet"), fleet.FilterBoxes(list, q), q, s.now()))
 }
 
 func (s *Server) boxPage(w http.ResponseWriter, r *http.Request) {
