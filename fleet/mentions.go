@@ -22,11 +22,17 @@ func (f *Fleet) MentionedRepos(task string, given []RepoSpec) []string {
 	if f.settings == nil || f.settings.accounts == nil {
 		return nil
 	}
+	return ReposNamedIn(task, f.settings.accounts.ResolveRepo, given)
+}
+
+// ReposNamedIn is MentionedRepos with resolve as the host's rule
+// (accounts.Service.ResolveRepo; accounts.ParseRepo for owner/name only).
+func ReposNamedIn(task string, resolve func(string) (accounts.Repo, error), given []RepoSpec) []string {
 	have := make([]string, 0, len(given))
 	for _, g := range given {
 		have = append(have, g.Repo)
 	}
-	return mentionedRepos(task, f.settings.accounts.ResolveRepo, have)
+	return mentionedRepos(task, resolve, have)
 }
 
 // mentionedRepos is MentionedRepos with the host's resolver.

@@ -38,9 +38,9 @@ func TestDefaultTitle(t *testing.T) {
 
 func TestCheckTitle(t *testing.T) {
 	for in, want := range map[string]string{
-		"parser: flaky test": "parser: flaky test",
-		"  spaced  ":         "spaced",
-		"ünïcödé ✓":          "ünïcödé ✓",
+		"parser: flaky test":             "parser: flaky test",
+		"  spaced  ":                     "spaced",
+		"ünïcödé ✓":                      "ünïcödé ✓",
 		strings.Repeat("y", MaxTitleLen): strings.Repeat("y", MaxTitleLen),
 	} {
 		if got, err := checkTitle(in); err != nil || got != want {

@@ -106,12 +106,16 @@ func (c *call) newCmd() *cobra.Command {
 			if !wantJSON(cmd) {
 				req.Progress = stepLines(cmd.ErrOrStderr())
 			}
+			mentioned := f.MentionedRepos(req.Task, req.Repos)
 			b, err := f.Delegate(cmd.Context(), c.actor, req)
 			if err != nil {
 				return err
 			}
 			if wantJSON(cmd) {
-				return writeJSON(cmd.OutOrStdout(), b)
+				return writeJSON(cmd.OutOrStdout(), newResult{Box: b, MentionedRepos: mentioned})
+			}
+			for _, r := range mentioned {
+				fmt.Fprintf(cmd.ErrOrStderr(), "the task names %s: add it with --repo %s (to this box: %s repo add %s %s)\n", r, r, c.usagePrefix(), b.Name, r)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b.Name)
 			fmt.Fprintf(cmd.ErrOrStderr(), "box %s is %s; follow it with: %s logs -f %s\n", b.Name, b.State, c.usagePrefix(), b.Name)
@@ -126,6 +130,13 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringVar(&setup, "setup", "", "a shell script run as root in the box before the agent starts (packages, toolchains); - reads it from stdin")
 	jsonFlag(cmd)
 	return cmd
+}
+
+// newResult is new's --json answer: the box, and the repositories its
+// task names that it was not given (offered, never added).
+type newResult struct {
+	fleet.Box
+	MentionedRepos []string `json:"mentioned_repos"`
 }
 
 // stepLines writes a delegation's steps to w, one line each: the step's

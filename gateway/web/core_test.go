@@ -510,3 +510,9 @@ func (c *scriptedCore) AddRepo(_ context.Context, caller keys.Actor, name string
 	b.box.Repos = append(b.box.Repos, fleet.Repo{Name: repo.Repo, Dir: dir, Ref: repo.Ref, Branch: "sbx/" + name, Push: true})
 	return b.box, nil
 }
+
+// MentionedRepos is the core's rule over owner/name alone (the scripted
+// core has no git host for URLs).
+func (c *scriptedCore) MentionedRepos(task string, given []fleet.RepoSpec) []string {
+	return fleet.ReposNamedIn(task, accounts.ParseRepo, given)
+}
