@@ -165,6 +165,28 @@ func (f *Fleet) SetAllow(ctx context.Context, caller keys.Actor, name string, do
 	return f.setAllow(ctx, caller, name, domains)
 }
 
+// SetTitle changes the box's title (1–80 printable characters, one line);
+// its name stays. Owner or admin, audited, an EventTitle.
+func (f *Fleet) SetTitle(ctx context.Context, caller keys.Actor, name, title string) (Box, error) {
+	if err := need(caller, keys.RightWrite, "set title"); err != nil {
+		return Box{}, err
+	}
+	return f.setTitle(ctx, caller, name, title)
+}
+
+// AddRepo puts one more repository into the box (waking it when it
+// sleeps), with delegate's checks: the repo and ref must be reachable by
+// one of the caller's accounts, it is cloned on the host (the token never
+// enters the box), copied to /workspace/NAME on a new branch sbx/BOX, and
+// the box may push that branch only. A repo the box has is ErrConflict;
+// beyond MaxRepos, ErrLimit. Owner or admin, audited, an Event.
+func (f *Fleet) AddRepo(ctx context.Context, caller keys.Actor, name string, repo RepoSpec) (Box, error) {
+	if err := need(caller, keys.RightWrite, "add repo"); err != nil {
+		return Box{}, err
+	}
+	return f.addRepo(ctx, caller, name, repo)
+}
+
 // Stats samples the box's CPU and memory (zero for a box without a machine).
 func (f *Fleet) Stats(ctx context.Context, caller keys.Actor, name string) (Stats, error) {
 	if err := need(caller, keys.RightRead, "stats"); err != nil {

@@ -283,7 +283,7 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 	now := f.now()
 	rec := record{
 		Name: boxName(c.task), Owner: caller.User, State: Creating, Agent: c.profile.name,
-		Task: c.task, Allow: c.allow, Keep: c.req.Keep, Created: now, Updated: now,
+		Task: c.task, Title: DefaultTitle(c.task), Allow: c.allow, Keep: c.req.Keep, Created: now, Updated: now,
 	}
 	for _, r := range c.repos {
 		r.Branch = "sbx/" + rec.Name

@@ -289,7 +289,7 @@ func (f *Fleet) get(ctx context.Context, caller keys.Actor, name string) (Box, e
 func (f *Fleet) view(ctx context.Context, rec record) (Box, error) {
 	b := Box{
 		Name: rec.Name, Owner: rec.Owner, State: rec.State, Agent: rec.Agent,
-		Task: f.red.String(rec.Task), Repos: rec.Repos, Allow: rec.Allow, Keep: rec.Keep,
+		Task: f.red.String(rec.Task), Title: f.red.String(rec.Title), Repos: rec.Repos, Allow: rec.Allow, Keep: rec.Keep,
 		Question: f.red.String(rec.Question), Reason: f.red.String(rec.Reason),
 		Created: rec.Created, Updated: rec.Updated, LastOutput: rec.LastOutput, SleptAt: rec.SleptAt,
 		Deadline: rec.Deadline, Turns: rec.Turn, CostUSD: rec.CostUSD,

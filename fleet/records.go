@@ -16,12 +16,15 @@ import (
 // bookkeeping. It is stored as one JSON document per box (with name, owner
 // and state as columns), so a field added here needs no migration.
 type record struct {
-	Name    string    `json:"name"`
-	Owner   string    `json:"owner"`
-	VM      string    `json:"vm"` // the vm.Manager's name (a claimed pool box keeps its own)
-	State   State     `json:"state"`
-	Agent   string    `json:"agent"`
-	Task    string    `json:"task"`
+	Name  string `json:"name"`
+	Owner string `json:"owner"`
+	VM    string `json:"vm"` // the vm.Manager's name (a claimed pool box keeps its own)
+	State State  `json:"state"`
+	Agent string `json:"agent"`
+	Task  string `json:"task"`
+	// Title is the box's short title (DefaultTitle of the task unless
+	// set); the store keeps it in a column of its own as well.
+	Title   string    `json:"title,omitempty"`
 	Repos   []Repo    `json:"repos"`
 	Allow   []string  `json:"allow"`
 	Keep    bool      `json:"keep"`
@@ -81,6 +84,7 @@ func (r *records) load(ctx context.Context, name string) (record, error) {
 	if err := json.Unmarshal(doc.Doc, &rec); err != nil {
 		return record{}, fmt.Errorf("load box %q: corrupt record: %w", name, err)
 	}
+	withTitle(&rec, doc)
 	return rec, nil
 }
 
@@ -96,6 +100,7 @@ func (r *records) loadAll(ctx context.Context) ([]record, error) {
 			r.log.Error("corrupt box record", "box", d.Name, "err", err)
 			continue
 		}
+		withTitle(&rec, d)
 		out = append(out, rec)
 	}
 	return out, nil
@@ -106,7 +111,18 @@ func doc(rec record) (BoxDoc, error) {
 	if err != nil {
 		return BoxDoc{}, err
 	}
-	return BoxDoc{Name: rec.Name, Owner: rec.Owner, State: string(rec.State), Doc: b}, nil
+	return BoxDoc{Name: rec.Name, Owner: rec.Owner, State: string(rec.State), Title: rec.Title, Doc: b}, nil
+}
+
+// withTitle takes the box's title from its column, or derives it from the
+// task for a row that has none.
+func withTitle(rec *record, d BoxDoc) {
+	if d.Title != "" {
+		rec.Title = d.Title
+	}
+	if rec.Title == "" {
+		rec.Title = DefaultTitle(rec.Task)
+	}
 }
 
 // save writes rec with its audit row (zero Entry: bookkeeping only) and
@@ -177,6 +193,8 @@ type BoxDoc struct {
 	Name  string
 	Owner string
 	State string
+	// Title is the box's title (its own column, for the store's readers).
+	Title string
 	Doc   []byte
 }
 

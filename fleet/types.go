@@ -91,11 +91,14 @@ type DelegateRequest struct {
 // Box is what a front sees of one box. Everything that came from inside the
 // box, or could carry a secret, is redact.Safe.
 type Box struct {
-	Name     string      `json:"name"`
-	Owner    string      `json:"owner"`
-	State    State       `json:"state"`
-	Agent    string      `json:"agent"`
-	Task     redact.Safe `json:"task"`
+	Name  string      `json:"name"`
+	Owner string      `json:"owner"`
+	State State       `json:"state"`
+	Agent string      `json:"agent"`
+	Task  redact.Safe `json:"task"`
+	// Title is a short line for lists: DefaultTitle of the task unless set
+	// with SetTitle. The name never changes.
+	Title    redact.Safe `json:"title"`
 	Repos    []Repo      `json:"repos"`
 	Allow    []string    `json:"allow"`
 	Keep     bool        `json:"keep"`
@@ -166,7 +169,7 @@ type Diff struct {
 type Event struct {
 	Box   string      `json:"box"`
 	Owner string      `json:"owner"`
-	Kind  string      `json:"kind"` // "state", "question", "output", "inbox", "removed", "pr", "pr_checks"
+	Kind  string      `json:"kind"` // "state", "question", "output", "inbox", "removed", "pr", "pr_checks", "title"
 	State State       `json:"state"`
 	Note  redact.Safe `json:"note,omitzero"`
 	At    time.Time   `json:"at"`
@@ -189,6 +192,7 @@ const (
 	// (Event.PR.Checks is success or failure; Note says so in words). Sent
 	// once per head and outcome, by the gateway that polls the forge.
 	EventPRChecks = "pr_checks"
+	EventTitle    = "title"
 )
 
 // PoolStatus is the warm pool as an admin sees it.

@@ -374,6 +374,8 @@ var httpRoutes = map[string]httpRoute{
 	"POST /boxes/{box}/keep":                 {path: "/boxes/{box}/keep", auth: "session", boxed: true},
 	"POST /boxes/{box}/unkeep":               {path: "/boxes/{box}/unkeep", auth: "session", boxed: true},
 	"POST /boxes/{box}/destroy":              {path: "/boxes/{box}/destroy", auth: "session", boxed: true, last: true},
+	"POST /boxes/{box}/title":                {path: "/boxes/{box}/title", body: "title=matrix", auth: "session", boxed: true},
+	"POST /boxes/{box}/repos":                {path: "/boxes/{box}/repos", body: "repo=acme/widget", auth: "session", boxed: true, right: invalid},
 	"GET /settings":                          {path: "/settings", auth: "session"},
 	"POST /settings/accounts":                {path: "/settings/accounts", body: "name=&token=", auth: "session", right: invalid, other: invalid},
 	"POST /settings/accounts/{name}/default": {path: "/settings/accounts/work/default", auth: "session", boxed: true},
@@ -607,6 +609,8 @@ var mcpTools = map[string]mcpTool{
 	"pr_merge": {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
 	"pr_close": {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
 	"repos":    {args: map[string]any{"account": "nosuch"}, right: notFound, other: notFound},
+	"title":    {args: map[string]any{"box": "{box}", "title": "matrix"}, write: true},
+	"repo_add": {args: map[string]any{"box": "{box}", "repo": "acme/widget"}, write: true, right: invalid},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
@@ -824,6 +828,8 @@ var sshCommands = map[string]sshCommand{
 	"pr merge": {args: "{box}", boxed: true, right: notFound},
 	"pr close": {args: "{box}", boxed: true, right: notFound},
 	"repos":    {args: "--account nosuch", right: notFound, other: notFound},
+	"title":    {args: "{box} matrix title", boxed: true},
+	"repo add": {args: "{box} acme/widget", boxed: true, right: invalid},
 }
 
 var sshCreds = []string{credNone, credRevoked, "disabled-user", credOther, credRight}

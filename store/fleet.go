@@ -24,8 +24,8 @@ func auditIf(ctx context.Context, tx conn, rec audit.Entry) error {
 func (s *Store) InsertBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) error {
 	return s.update(ctx, func(tx conn) error {
 		now := nanos(time.Now())
-		_, err := tx.exec(ctx, "INSERT INTO boxes (name, owner, state, doc, created, updated) VALUES (?, ?, ?, ?, ?, ?)",
-			b.Name, b.Owner, b.State, string(b.Doc), now, now)
+		_, err := tx.exec(ctx, "INSERT INTO boxes (name, owner, state, title, doc, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
+			b.Name, b.Owner, b.State, b.Title, string(b.Doc), now, now)
 		if isUnique(err) {
 			return fmt.Errorf("box %q: %w", b.Name, fleet.ErrConflict)
 		}
@@ -39,8 +39,8 @@ func (s *Store) InsertBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) 
 // UpdateBox replaces a box's document.
 func (s *Store) UpdateBox(ctx context.Context, b fleet.BoxDoc, rec audit.Entry) error {
 	return s.update(ctx, func(tx conn) error {
-		res, err := tx.exec(ctx, "UPDATE boxes SET owner = ?, state = ?, doc = ?, updated = ? WHERE name = ?",
-			b.Owner, b.State, string(b.Doc), nanos(time.Now()), b.Name)
+		res, err := tx.exec(ctx, "UPDATE boxes SET owner = ?, state = ?, title = ?, doc = ?, updated = ? WHERE name = ?",
+			b.Owner, b.State, b.Title, string(b.Doc), nanos(time.Now()), b.Name)
 		if err != nil {
 			return fmt.Errorf("update box %q: %w", b.Name, err)
 		}
@@ -65,7 +65,7 @@ func (s *Store) DeleteBox(ctx context.Context, name string, rec audit.Entry) err
 func (s *Store) GetBox(ctx context.Context, name string) (fleet.BoxDoc, error) {
 	var b fleet.BoxDoc
 	var d string
-	err := s.read().queryRow(ctx, "SELECT name, owner, state, doc FROM boxes WHERE name = ?", name).Scan(&b.Name, &b.Owner, &b.State, &d)
+	err := s.read().queryRow(ctx, "SELECT name, owner, state, title, doc FROM boxes WHERE name = ?", name).Scan(&b.Name, &b.Owner, &b.State, &b.Title, &d)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("box %q: %w", name, fleet.ErrNotFound)
 	}
@@ -78,7 +78,7 @@ func (s *Store) GetBox(ctx context.Context, name string) (fleet.BoxDoc, error) {
 
 // ListBoxes returns every box, oldest first.
 func (s *Store) ListBoxes(ctx context.Context) ([]fleet.BoxDoc, error) {
-	rows, err := s.read().query(ctx, "SELECT name, owner, state, doc FROM boxes ORDER BY created, name")
+	rows, err := s.read().query(ctx, "SELECT name, owner, state, title, doc FROM boxes ORDER BY created, name")
 	if err != nil {
 		return nil, fmt.Errorf("list boxes: %w", err)
 	}
@@ -87,7 +87,7 @@ func (s *Store) ListBoxes(ctx context.Context) ([]fleet.BoxDoc, error) {
 	for rows.Next() {
 		var b fleet.BoxDoc
 		var d string
-		if err := rows.Scan(&b.Name, &b.Owner, &b.State, &d); err != nil {
+		if err := rows.Scan(&b.Name, &b.Owner, &b.State, &b.Title, &d); err != nil {
 			return nil, fmt.Errorf("list boxes: %w", err)
 		}
 		b.Doc = []byte(d)

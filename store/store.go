@@ -165,9 +165,14 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// after, when set, runs in the migration's transaction after its SQL:
+	// the rows a rule of the core must compute (migrationSteps).
+	after func(ctx context.Context, tx conn) error
 }
 
-// migrations reads the dialect's migrations, numbered 1..n.
+// migrations reads the dialect's migrations in order of their numbers,
+// each number once. A number may be missing (branches that each took one
+// merge in any order): apply runs every migration the database lacks.
 func (d dialect) migrations() ([]migration, error) {
 	dir := "migrations/" + d.name
 	entries, err := fs.ReadDir(migrationFiles, dir)
@@ -185,12 +190,12 @@ func (d dialect) migrations() ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b), after: migrationSteps()[e.Name()]})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: want version %d (no gaps or duplicates)", m.name, i+1)
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s: one number twice", ms[i-1].name, ms[i].name)
 		}
 	}
 	return ms, nil
@@ -214,39 +219,49 @@ func (s *Store) migrate(ctx context.Context) error {
 	return s.apply(ctx, ms)
 }
 
-// apply runs the migrations ms (numbered 1..n) the database lacks, each in
-// its own transaction with its schema_migrations row: a migration that fails
-// leaves nothing of itself behind. Each transaction holds the migration lock
-// and reads the version afresh, so gateways starting together migrate once.
+// apply runs the migrations ms (in order of their numbers) the database
+// lacks, each in its own transaction with its schema_migrations row: a
+// migration that fails leaves nothing of itself behind. Each transaction
+// holds the migration lock and reads the ledger afresh, so gateways
+// starting together migrate once.
 func (s *Store) apply(ctx context.Context, ms []migration) error {
-	known := len(ms)
-	pending := func(tx conn) (int, error) {
+	known := 0
+	if len(ms) > 0 {
+		known = ms[len(ms)-1].version
+	}
+	// pending reads the ledger; applied says whether version is in it.
+	pending := func(tx conn, version int) (applied bool, err error) {
 		if _, err := tx.exec(ctx, s.d.bootstrap); err != nil {
-			return 0, fmt.Errorf("create schema_migrations: %w", err)
+			return false, fmt.Errorf("create schema_migrations: %w", err)
 		}
-		var cur int
-		if err := tx.queryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&cur); err != nil {
-			return 0, fmt.Errorf("read schema version: %w", err)
+		var cur, have int
+		if err := tx.queryRow(ctx, "SELECT COALESCE(MAX(version), 0), COUNT(CASE WHEN version = ? THEN 1 END) FROM schema_migrations", version).Scan(&cur, &have); err != nil {
+			return false, fmt.Errorf("read schema version: %w", err)
 		}
 		if cur > known {
-			return 0, fmt.Errorf("database schema version %d is newer than this sbx (knows up to %d): upgrade sbx", cur, known)
+			return false, fmt.Errorf("database schema version %d is newer than this sbx (knows up to %d): upgrade sbx", cur, known)
 		}
-		return cur, nil
+		return have > 0, nil
 	}
 	if known == 0 {
 		return s.tx(ctx, lockMigrate, func(tx conn) error {
-			_, err := pending(tx)
+			_, err := pending(tx, 0)
 			return err
 		})
 	}
 	for _, m := range ms {
 		err := s.tx(ctx, lockMigrate, func(tx conn) error {
-			cur, err := pending(tx)
-			if err != nil || cur >= m.version {
+			applied, err := pending(tx, m.version)
+			if err != nil || applied {
 				return err
 			}
 			if _, err := tx.exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("apply migration %s: %w", m.name, err)
+			}
+			if m.after != nil {
+				if err := m.after(ctx, tx); err != nil {
+					return fmt.Errorf("apply migration %s: %w", m.name, err)
+				}
 			}
 			if _, err := tx.exec(ctx, "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
 				m.version, m.name, time.Now().UnixNano()); err != nil {

@@ -82,6 +82,24 @@ func repoNames(b fleet.Box) string {
 	return strings.Join(names, ", ")
 }
 
+// canAddRepo: a repository goes into a box whose machine runs or sleeps
+// (the core wakes it), below delegate's limit.
+func canAddRepo(b fleet.Box) bool {
+	switch b.State {
+	case fleet.Running, fleet.Waiting, fleet.Done, fleet.Sleeping:
+		return len(b.Repos) < fleet.MaxRepos
+	}
+	return false
+}
+
+// fleetEventsURL is the fleet's event stream, with the page's search.
+func fleetEventsURL(q string) string {
+	if q == "" {
+		return "/events"
+	}
+	return "/events?q=" + url.QueryEscape(q)
+}
+
 // firstLine shortens a task for the fleet table.
 func firstLine(s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -53,6 +53,8 @@ type RunOut struct {
 	NextOffset int64  `json:"next_offset" jsonschema:"log offset after the summary: watch from here"`
 	Reason     string `json:"reason,omitempty" jsonschema:"why the box failed"`
 	Next       string `json:"next" jsonschema:"what to do next"`
+	// MentionedRepos are offered, never added.
+	MentionedRepos []string `json:"mentioned_repos,omitempty" jsonschema:"delegate only: repositories the task names that the box was not given; add one with repo_add if the agent needs it"`
 }
 
 func (r RunOut) boxName() string { return r.Box }
@@ -94,6 +96,7 @@ func (h *handler) addRunTools() {
 				return nil, RunOut{}, err
 			}
 			out, err := h.runOut(ctx, c.actor, b)
+			out.MentionedRepos = h.fleet.MentionedRepos(dr.Task, dr.Repos)
 			return nil, out, err
 		})
 

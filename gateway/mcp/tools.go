@@ -131,6 +131,7 @@ type BoxOut struct {
 	State string `json:"state" jsonschema:"creating | running (a turn is in progress) | waiting (a question is pending: reply with answer) | done (the turn ended: answer sends a follow-up) | sleeping (wake resumes it) | failed (reason says why)"`
 	Agent string `json:"agent"`
 	Task  string `json:"task"`
+	Title string `json:"title" jsonschema:"a short title for lists: the task's first line unless set with the title tool; the name never changes"`
 	// Question is set while waiting.
 	Question string    `json:"question,omitempty" jsonschema:"the agent's pending question (state waiting)"`
 	Reason   string    `json:"reason,omitempty" jsonschema:"why the box failed, or how it last woke"`
@@ -161,7 +162,7 @@ func stamp(t time.Time) string {
 
 func boxOut(b fleet.Box) BoxOut {
 	o := BoxOut{
-		Name: b.Name, Owner: b.Owner, State: string(b.State), Agent: b.Agent, Task: b.Task.String(),
+		Name: b.Name, Owner: b.Owner, State: string(b.State), Agent: b.Agent, Task: b.Task.String(), Title: b.Title.String(),
 		Question: b.Question.String(), Reason: b.Reason.String(), Repos: []RepoOut{}, Allow: []string{},
 		Keep: b.Keep, Created: stamp(b.Created), Updated: stamp(b.Updated), LastOutput: stamp(b.LastOutput),
 		Expires: stamp(b.Expires), Deadline: stamp(b.Deadline), Turns: b.Turns, Inbox: b.Inbox,
@@ -175,6 +176,11 @@ func boxOut(b fleet.Box) BoxOut {
 }
 
 // ---- tools ----
+
+// ListIn narrows the list tool.
+type ListIn struct {
+	Query string `json:"query,omitempty" jsonschema:"keep only boxes whose name, title, first task line or a repository's name contain this (case-insensitive)"`
+}
 
 // ListOut is the list tool's result.
 type ListOut struct {
@@ -273,12 +279,13 @@ const maxPatch = 200_000
 
 func (h *handler) addTools() {
 	add(h, tool{name: "list", title: "List boxes",
-		desc: "List your boxes, newest first, with their state (running, waiting with the question, done, sleeping, failed). Use it to find a box name."},
-		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, ListOut, error) {
+		desc: "List your boxes, newest first, with their state (running, waiting with the question, done, sleeping, failed). Use it to find a box name; query keeps the boxes whose name, title, task or repos contain it."},
+		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, in ListIn) (*sdk.CallToolResult, ListOut, error) {
 			boxes, err := h.fleet.List(ctx, c.actor)
 			if err != nil {
 				return nil, ListOut{}, err
 			}
+			boxes = fleet.FilterBoxes(boxes, in.Query)
 			out := ListOut{Boxes: make([]BoxOut, 0, len(boxes))}
 			for _, b := range boxes {
 				out.Boxes = append(out.Boxes, boxOut(b))
@@ -386,6 +393,7 @@ func (h *handler) addTools() {
 	h.addRunTools()
 	h.addArtifactTools()
 	h.addNotifyTools()
+	h.addBoxEditTools()
 }
 
 // watch reads one page of a box's log.

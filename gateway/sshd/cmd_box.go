@@ -67,6 +67,7 @@ func (c *call) boxCmds() []*cobra.Command {
 	return []*cobra.Command{
 		c.newCmd(), c.lsCmd(), c.statusCmd(), c.logsCmd(), c.answerCmd(), c.askCmd(), c.inboxCmd(),
 		c.diffCmd(), c.sleepCmd(), c.wakeCmd(), c.keepCmd(true), c.keepCmd(false), c.rmCmd(), c.allowCmd(),
+		c.titleCmd(), c.repoCmd(),
 	}
 }
 
@@ -105,12 +106,16 @@ func (c *call) newCmd() *cobra.Command {
 			if !wantJSON(cmd) {
 				req.Progress = stepLines(cmd.ErrOrStderr())
 			}
+			mentioned := f.MentionedRepos(req.Task, req.Repos)
 			b, err := f.Delegate(cmd.Context(), c.actor, req)
 			if err != nil {
 				return err
 			}
 			if wantJSON(cmd) {
-				return writeJSON(cmd.OutOrStdout(), b)
+				return writeJSON(cmd.OutOrStdout(), newResult{Box: b, MentionedRepos: mentioned})
+			}
+			for _, r := range mentioned {
+				fmt.Fprintf(cmd.ErrOrStderr(), "the task names %s: add it with --repo %s (to this box: %s repo add %s %s)\n", r, r, c.usagePrefix(), b.Name, r)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b.Name)
 			fmt.Fprintf(cmd.ErrOrStderr(), "box %s is %s; follow it with: %s logs -f %s\n", b.Name, b.State, c.usagePrefix(), b.Name)
@@ -125,6 +130,13 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringVar(&setup, "setup", "", "a shell script run as root in the box before the agent starts (packages, toolchains); - reads it from stdin")
 	jsonFlag(cmd)
 	return cmd
+}
+
+// newResult is new's --json answer: the box, and the repositories its
+// task names that it was not given (offered, never added).
+type newResult struct {
+	fleet.Box
+	MentionedRepos []string `json:"mentioned_repos"`
 }
 
 // stepLines writes a delegation's steps to w, one line each: the step's
@@ -144,12 +156,12 @@ func stepLines(w io.Writer) func(fleet.Step) {
 
 func (c *call) lsCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "ls",
-		Short:   "List your boxes (admins: every box)",
-		Example: c.examples("ls", "ls --json"),
+		Use:     "ls [QUERY…]",
+		Short:   "List your boxes (admins: every box); QUERY keeps those whose name, title, task or repos contain it",
+		Example: c.examples("ls", "ls --json", "ls flaky test", "ls acme/widget"),
 		GroupID: groupBoxes,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := c.fleet()
 			if err != nil {
 				return err
@@ -158,11 +170,17 @@ func (c *call) lsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			query := strings.Join(args, " ")
+			boxes = fleet.FilterBoxes(boxes, query)
 			if wantJSON(cmd) {
 				if boxes == nil {
 					boxes = []fleet.Box{}
 				}
 				return writeJSON(cmd.OutOrStdout(), boxes)
+			}
+			if len(boxes) == 0 && strings.TrimSpace(query) != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no box matches %q\n", termtext.String(strings.TrimSpace(query)))
+				return nil
 			}
 			if len(boxes) == 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "no boxes; start one with: %s new TASK\n", c.usagePrefix())
@@ -170,7 +188,7 @@ func (c *call) lsCmd() *cobra.Command {
 			}
 			now := c.srv.Now()
 			tw := table(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "NAME\tOWNER\tSTATE\tAGENT\tAGE\tOUTPUT\tTASK")
+			fmt.Fprintln(tw, "NAME\tOWNER\tSTATE\tAGENT\tAGE\tOUTPUT\tTITLE")
 			for _, b := range boxes {
 				state := string(b.State)
 				if b.Question.Len() > 0 {
@@ -180,7 +198,7 @@ func (c *call) lsCmd() *cobra.Command {
 					state += " (kept)"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.Name, b.Owner, state, b.Agent,
-					age(now, b.Created), age(now, b.LastOutput), clip(oneLine(b.Task.String()), 50))
+					age(now, b.Created), age(now, b.LastOutput), clip(oneLine(b.Title.String()), 60))
 			}
 			return tw.Flush()
 		},
@@ -212,6 +230,7 @@ func writeBox(w io.Writer, b fleet.Box, now time.Time) {
 	tw := table(w)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("name", b.Name)
+	row("title", oneLine(b.Title.String()))
 	row("owner", b.Owner)
 	row("state", string(b.State))
 	if b.Reason.Len() > 0 {

@@ -26,6 +26,9 @@ type boxes interface {
 	Wake(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
 	Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error)
 	Destroy(ctx context.Context, caller keys.Actor, name string) error
+	MentionedRepos(task string, given []fleet.RepoSpec) []string
+	SetTitle(ctx context.Context, caller keys.Actor, name, title string) (fleet.Box, error)
+	AddRepo(ctx context.Context, caller keys.Actor, name string, repo fleet.RepoSpec) (fleet.Box, error)
 	Events(ctx context.Context, caller keys.Actor) <-chan fleet.Event
 	ReadDir(ctx context.Context, caller keys.Actor, name, path string) ([]fleet.FileInfo, error)
 	Artifact(ctx context.Context, caller keys.Actor, name, path string) (io.ReadCloser, fleet.FileInfo, error)

@@ -73,7 +73,7 @@ func (c *scriptedCore) add(name, owner, task, repo string, created time.Time) {
 	}
 	c.mu.Lock()
 	b := &scriptedBox{
-		box: fleet.Box{Name: name, Owner: owner, State: fleet.Running, Agent: "script", Task: c.red.String(task),
+		box: fleet.Box{Name: name, Owner: owner, State: fleet.Running, Agent: "script", Task: c.red.String(task), Title: c.red.String(fleet.DefaultTitle(task)),
 			Repos: []fleet.Repo{}, Allow: []string{}, Created: created, Updated: created, LastOutput: created},
 		log: l, files: map[string][]byte{},
 	}
@@ -486,3 +486,46 @@ func (c *scriptedCore) ClosePR(context.Context, keys.Actor, string, string) (fle
 }
 
 var _ boxes = (*scriptedCore)(nil)
+
+func (c *scriptedCore) SetTitle(_ context.Context, caller keys.Actor, name, title string) (fleet.Box, error) {
+	c.mu.Lock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		c.mu.Unlock()
+		return fleet.Box{}, err
+	}
+	if strings.TrimSpace(title) == "" {
+		c.mu.Unlock()
+		return fleet.Box{}, fmt.Errorf("empty title: %w", fleet.ErrInvalid)
+	}
+	b.box.Title = c.red.String(strings.TrimSpace(title))
+	box := b.box
+	c.mu.Unlock()
+	c.emit(fleet.Event{Box: name, Owner: box.Owner, Kind: fleet.EventTitle, State: box.State, At: time.Now()})
+	return box, nil
+}
+
+// AddRepo of the scripted core clones nothing: it lists the repo as the
+// core would after the clone (the real one runs in TestAddRepoToRunningBox).
+func (c *scriptedCore) AddRepo(_ context.Context, caller keys.Actor, name string, repo fleet.RepoSpec) (fleet.Box, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return fleet.Box{}, err
+	}
+	for _, r := range b.box.Repos {
+		if r.Name == repo.Repo {
+			return fleet.Box{}, fmt.Errorf("box %q already has %s: %w", name, r.Name, fleet.ErrConflict)
+		}
+	}
+	_, dir, _ := strings.Cut(repo.Repo, "/")
+	b.box.Repos = append(b.box.Repos, fleet.Repo{Name: repo.Repo, Dir: dir, Ref: repo.Ref, Branch: "sbx/" + name, Push: true})
+	return b.box, nil
+}
+
+// MentionedRepos is the core's rule over owner/name alone (the scripted
+// core has no git host for URLs).
+func (c *scriptedCore) MentionedRepos(task string, given []fleet.RepoSpec) []string {
+	return fleet.ReposNamedIn(task, accounts.ParseRepo, given)
+}

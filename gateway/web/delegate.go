@@ -149,6 +149,7 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
 	if f.Repo != "" {
 		req.Repos = []fleet.RepoSpec{{Repo: f.Repo, Ref: f.Ref}}
 	}
+	f.Mentioned = core.MentionedRepos(req.Task, req.Repos)
 	d := s.delegations.add(c.User.Name, f)
 	req.Progress = d.step
 	// The delegation outlives this request (the browser moves on to its

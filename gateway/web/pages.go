@@ -33,7 +33,8 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request) {
 		s.failPage(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, views.FleetPage(s.frame(r, "Fleet"), list, s.now()))
+	q := fleetQuery(r)
+	s.render(w, r, http.StatusOK, views.FleetPage(s.frame(r, "Fleet"), fleet.FilterBoxes(list, q), q, s.now()))
 }
 
 func (s *Server) boxPage(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +54,12 @@ func (s *Server) boxPage(w http.ResponseWriter, r *http.Request) {
 		s.failPage(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, views.BoxPage(s.frame(r, b.Name), b, inbox, s.now()))
+	var repos []fleet.RepoSpec
+	for _, x := range b.Repos {
+		repos = append(repos, fleet.RepoSpec{Repo: x.Name})
+	}
+	mentioned := core.MentionedRepos(b.Task.String(), repos)
+	s.render(w, r, http.StatusOK, views.BoxPage(s.frame(r, b.Name), b, inbox, mentioned, s.now()))
 }
 
 // logText is the log so far as plain text: the console without JavaScript.

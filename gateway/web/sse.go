@@ -87,6 +87,7 @@ func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	c, _ := callerFrom(r.Context())
 	ctx := r.Context()
+	q := fleetQuery(r)
 	events := core.Events(ctx, c.actor())
 	out := startSSE(w)
 	beat := time.NewTicker(SSEHeartbeat)
@@ -114,7 +115,7 @@ func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request) {
 				Logger(ctx).WarnContext(ctx, "fleet stream", "err", err)
 				continue
 			}
-			body, err := renderString(ctx, views.FleetRows(list, s.now()))
+			body, err := renderString(ctx, views.FleetRows(fleet.FilterBoxes(list, q), q, s.now()))
 			if err != nil || out.send("fleet", "", body) != nil {
 				return
 			}

@@ -422,9 +422,8 @@ func (m *model) applyEvent(ev fleet.Event) tea.Cmd {
 func (m *model) reorder() {
 	sel := m.selected()
 	m.order = m.order[:0]
-	f := strings.ToLower(m.filter)
 	for name, b := range m.boxes {
-		if f != "" && !strings.Contains(strings.ToLower(name+" "+b.Owner+" "+string(b.State)+" "+b.Agent+" "+b.Task.String()), f) {
+		if !fleet.MatchBox(b, m.filter) {
 			continue
 		}
 		m.order = append(m.order, name)
@@ -915,6 +914,20 @@ func (m *model) tableView() string {
 		name string
 		w    int
 	}{{"NAME", m.nameWidth()}, {"OWNER", 10}, {"STATE", 9}, {"AGENT", 7}, {"UP", 5}, {"CPU", 5}, {"MEM", 6}, {"OUT", 5}, {"?", 1}}
+	// The title takes what room is left on the line, when there is some.
+	used := len(cols) - 1
+	for _, c := range cols {
+		used += c.w
+	}
+	if m.plain {
+		used += 2
+	}
+	if tw := m.w - used - 1; tw >= 8 {
+		cols = append(cols, struct {
+			name string
+			w    int
+		}{"TITLE", tw})
+	}
 	row := func(vals []string) string {
 		var parts []string
 		for i, c := range cols {
@@ -961,7 +974,7 @@ func (m *model) tableView() string {
 		if bx.Question.Len() > 0 {
 			q = "?"
 		}
-		line := row([]string{bx.Name, bx.Owner, string(bx.State), bx.Agent, Age(now, bx.Created), cpu, mem, Age(now, bx.LastOutput), q})
+		line := row([]string{bx.Name, bx.Owner, string(bx.State), bx.Agent, Age(now, bx.Created), cpu, mem, Age(now, bx.LastOutput), q, oneLine(bx.Title.String())})
 		if i == m.cursor {
 			line = stSel.Render(line)
 		} else if st, ok := stState[bx.State]; ok {
@@ -1035,7 +1048,11 @@ func (m *model) boxView() string {
 		}
 		b.WriteString(stTitle.Render("box "+safe(bx.Name)) + " · " + state + " · " + safe(bx.Agent) + " · " + safe(bx.Owner) +
 			" · up " + Age(now, bx.Created) + " · output " + Age(now, bx.LastOutput) + kept + "\n")
-		b.WriteString("task: " + safe(oneLine(bx.Task.String())) + "\n")
+		line := "title: " + safe(oneLine(bx.Title.String()))
+		if t := oneLine(bx.Task.String()); t != oneLine(bx.Title.String()) {
+			line += " · task: " + safe(t)
+		}
+		b.WriteString(truncate(line, max(m.w, 20)) + "\n")
 		if len(bx.PRs) > 0 {
 			b.WriteString(safe(prLine(bx.PRs[0])) + "\n")
 		}
