@@ -3,6 +3,7 @@ package views
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -204,4 +205,21 @@ func expiryClass(id accounts.Identity, now time.Time) string {
 
 func mcpURL(name, suffix string) string {
 	return "/settings/mcp/" + url.PathEscape(name) + suffix
+}
+
+// shownRepoRows is the delegate form's rows: at least one.
+func shownRepoRows(rows []RepoRow) []RepoRow {
+	if len(rows) == 0 {
+		return []RepoRow{{}}
+	}
+	return rows
+}
+
+// rowID is the id of a delegate form row's element: the first row's
+// bare (prefix), the next ones numbered from 2 (prefix-2, …).
+func rowID(prefix string, i int) string {
+	if i == 0 {
+		return prefix
+	}
+	return prefix + "-" + strconv.Itoa(i+1)
 }

@@ -358,6 +358,8 @@ func (s *Server) consoleRoutes() {
 	s.handle("GET /boxes/{box}/artifact", s.page(s.artifact))
 	s.handle("POST /boxes/{box}/answer", s.page(s.answer))
 	s.handle("POST /boxes/{box}/inbox/{id}/delete", s.page(s.removeInbox))
+	s.handle("POST /boxes/{box}/ask", s.page(s.ask))
+	s.handle("POST /boxes/{box}/allow", s.page(s.setAllow))
 	for _, a := range []string{"sleep", "wake", "keep", "unkeep", "destroy"} {
 		s.handle("POST /boxes/{box}/"+a, s.page(s.boxAction(a)))
 	}
