@@ -18,6 +18,7 @@ type keyMap struct {
 	New, Answer           key.Binding
 	Sleep, Wake, Keep     key.Binding
 	Destroy               key.Binding
+	Diff                  key.Binding
 	Sort, Filter, Help    key.Binding
 	// move is Up and Down shown as one entry in the short help bar.
 	move key.Binding
@@ -56,6 +57,7 @@ func newKeyMap() keyMap {
 		Wake:      b("w", "wake", "w"),
 		Keep:      b("K", "keep", "K"),
 		Destroy:   b("d", "destroy", "d"),
+		Diff:      b("D", "diff", "D"),
 		Sort:      b("s", "sort", "s"),
 		Filter:    b("/", "filter", "/"),
 		Help:      b("?", "help", "?"),
@@ -94,10 +96,10 @@ var _ help.KeyMap = bindings{}
 // terminal cuts only actions; ? opens the page with all of them.
 func (k keyMap) tableHelp() bindings {
 	return bindings{
-		short: []key.Binding{k.move, k.Open, k.Help, k.Quit, k.New, k.Answer, k.sleepWake, k.Keep, k.Destroy, k.Filter, k.Sort},
+		short: []key.Binding{k.move, k.Open, k.Help, k.Quit, k.New, k.Answer, k.Diff, k.sleepWake, k.Keep, k.Destroy, k.Filter, k.Sort},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.Top, k.Bottom, k.Open, k.Filter, k.Sort},
-			{k.New, k.Answer, k.Sleep, k.Wake, k.Keep, k.Destroy},
+			{k.New, k.Answer, k.Diff, k.Sleep, k.Wake, k.Keep, k.Destroy},
 			{k.Help, k.Quit, k.ForceQuit},
 		},
 	}
@@ -107,11 +109,23 @@ func (k keyMap) boxHelp() bindings {
 	back := k.Back
 	back.SetHelp("esc/q", "back")
 	return bindings{
-		short: []key.Binding{back, k.Help, k.Answer, k.sleepWake, k.Keep, k.Destroy, k.scroll, k.ForceQuit},
+		short: []key.Binding{back, k.Help, k.Answer, k.Diff, k.sleepWake, k.Keep, k.Destroy, k.scroll, k.ForceQuit},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.PageUp, k.PageDown, k.Follow, back},
-			{k.Answer, k.Sleep, k.Wake, k.Keep, k.Destroy},
+			{k.Answer, k.Diff, k.Sleep, k.Wake, k.Keep, k.Destroy},
 		},
+	}
+}
+
+// diffHelp: the diff view scrolls like a pager; esc, q or D again leave it.
+func (k keyMap) diffHelp() bindings {
+	back := k.Back
+	back.SetHelp("esc/q/D", "back")
+	page := k.PageDown
+	page.SetHelp("pgdn/space", "page down")
+	return bindings{
+		short: []key.Binding{back, k.scroll, k.PageUp, page, k.Top, k.Bottom, k.Help},
+		full:  [][]key.Binding{{k.Up, k.Down, k.PageUp, page, k.Top, k.Bottom, back}},
 	}
 }
 

@@ -151,6 +151,7 @@ const (
 	modeConfirm
 	modeAnswer
 	modeHelp
+	modeDiff
 )
 
 // sort orders of the table.
@@ -195,6 +196,7 @@ type model struct {
 		box  string
 	}
 	form form
+	diff diffState
 }
 
 // maxLogLines bounds the box view's tail.
@@ -369,6 +371,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nextLog(m.logCtx, m.logGen, m.logs)
 	case logMsg:
 		return m, m.applyLog(msg)
+	case diffMsg:
+		m.applyDiff(msg)
+		return m, nil
 	case doneMsg:
 		if msg.err != nil {
 			m.status = "error: " + oneLine(msg.err.Error())
@@ -491,6 +496,8 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m.lineKey(k)
 	case modeForm:
 		return m.formKey(k)
+	case modeDiff:
+		return m.diffKey(k)
 	}
 	switch {
 	case key.Matches(k, keys.Quit):
@@ -518,6 +525,12 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	name := m.target()
+	if key.Matches(k, keys.Diff) {
+		if name == "" {
+			return m, nil
+		}
+		return m, m.openDiff(name)
+	}
 	if what := m.action(k); what != "" {
 		if name == "" {
 			return m, nil
@@ -796,6 +809,8 @@ func (m *model) View() tea.View {
 		body = m.helpView()
 	case m.mode == modeForm:
 		body = m.form.view()
+	case m.mode == modeDiff:
+		body = m.diffView()
 	case m.mode == modeBox || (m.open != "" && (m.mode == modeConfirm || m.mode == modeAnswer) && m.prev == modeBox):
 		body = m.boxView()
 	default:
@@ -879,6 +894,8 @@ func (m *model) helpBar() string {
 		b = m.keys.promptHelp()
 	case modeConfirm:
 		b = m.keys.confirmHelp()
+	case modeDiff:
+		b = m.keys.diffHelp()
 	case modeHelp:
 		return stHelp.Render("any key: back")
 	default:
@@ -890,7 +907,8 @@ func (m *model) helpBar() string {
 func (m *model) helpView() string {
 	return stTitle.Render("sbx fleet — keys") + "\n\nTable\n" +
 		m.help.FullHelpView(m.keys.tableHelp().FullHelp()) + "\n\nBox view\n" +
-		m.help.FullHelpView(m.keys.boxHelp().FullHelp()) + "\n\n" +
+		m.help.FullHelpView(m.keys.boxHelp().FullHelp()) + "\n\nDiff view\n" +
+		m.help.FullHelpView(m.keys.diffHelp().FullHelp()) + "\n\n" +
 		"Actions ask for confirmation (y). Everything shown is redacted by the core."
 }
 
