@@ -594,6 +594,7 @@ var mcpTools = map[string]mcpTool{
 	"teardown":       {args: map[string]any{"box": "{box}"}, write: true, destructive: true},
 	"ask":            {args: map[string]any{"box": "{box}", "question": "why?"}, write: true},
 	"inbox_remove":   {args: map[string]any{"box": "{box}", "id": 999}, write: true, right: notFound},
+	"allow":          {args: map[string]any{"box": "{box}", "domains": []any{"example.com"}}, write: true},
 	"pool":           {args: map[string]any{}, admin: true},
 	"pool_set":       {args: map[string]any{"size": 0}, write: true, admin: true},
 }

@@ -174,9 +174,9 @@ func wantToolError(t testing.TB, res *sdk.CallToolResult, want ...string) {
 
 // allTools is the list.
 var allTools = []string{"delegate", "list", "status", "watch", "answer", "inbox", "diff", "list_artifacts",
-	"read_artifact", "keep", "sleep", "wake", "teardown", "ask", "inbox_remove", "pool", "pool_set"}
+	"read_artifact", "keep", "sleep", "wake", "teardown", "ask", "inbox_remove", "pool", "pool_set", "allow"}
 
-var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown", "ask", "inbox_remove", "pool_set"}
+var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown", "ask", "inbox_remove", "pool_set", "allow"}
 
 func TestToolsListedInBothModes(t *testing.T) {
 	f := newFront(t, Options{})

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestParityToolsOnARealBox(t *testing.T) {
 		t.Fatal(err)
 	}
 	type hints struct{ ro, destructive bool }
-	want := map[string]hints{"ask": {false, false}, "inbox_remove": {false, true}, "pool": {true, false}, "pool_set": {false, false}}
+	want := map[string]hints{"ask": {false, false}, "allow": {false, false}, "inbox_remove": {false, true}, "pool": {true, false}, "pool_set": {false, false}}
 	for _, tl := range list.Tools {
 		w, ok := want[tl.Name]
 		if !ok {
@@ -82,6 +83,21 @@ func TestParityToolsOnARealBox(t *testing.T) {
 		t.Errorf("the side question disturbed the turn: %+v", st)
 	}
 
+	// The allow-list: added to, refused by the core, replaced, cleared.
+	wantToolError(t, call(t, ro, "allow", map[string]any{"box": box, "domains": []string{"pypi.org"}}), `"write" scope`)
+	wantToolError(t, call(t, bob, "allow", map[string]any{"box": box, "domains": []string{"pypi.org"}}), "not found", "call list")
+	wantToolError(t, call(t, alice, "allow", map[string]any{"box": box}), "domains")
+	wantToolError(t, call(t, alice, "allow", map[string]any{"box": box, "domains": []string{"http://x/"}}), `allowed domain "http://x/"`, "Fix the argument")
+	if al := out[AllowOut](t, call(t, alice, "allow", map[string]any{"box": box, "domains": []string{"pypi.org"}})); !slices.Equal(al.Allow, []string{"pypi.org"}) {
+		t.Fatalf("allow: %+v", al)
+	}
+	if al := out[AllowOut](t, call(t, alice, "allow", map[string]any{"box": box, "domains": []string{"*.example.com:8443"}})); !slices.Equal(al.Allow, []string{"pypi.org", "*.example.com:8443"}) {
+		t.Fatalf("allow adds: %+v", al)
+	}
+	if al := out[AllowOut](t, call(t, alice, "allow", map[string]any{"box": box, "replace": true})); len(al.Allow) != 0 {
+		t.Fatalf("allow replace with none: %+v", al)
+	}
+
 	// The warm pool is an admin's, as over SSH.
 	wantToolError(t, call(t, alice, "pool", nil), "admins", "ask an admin")
 	wantToolError(t, call(t, alice, "pool_set", map[string]any{"size": 0}), "admins")
@@ -107,7 +123,7 @@ func TestParityToolsOnARealBox(t *testing.T) {
 	for _, w := range []string{
 		"alice mcp.ask " + box + " ok", "alice mcp.ask " + box + " denied", "alice mcp.inbox_remove " + box + " ok",
 		"alice mcp.inbox_remove " + box + " denied", "alice mcp.pool  denied", "root mcp.pool  ok", "root mcp.pool_set  ok",
-		"alice box.inbox.rm " + box + " ok", "alice box.ask " + box + " ok",
+		"alice box.inbox.rm " + box + " ok", "alice box.ask " + box + " ok", "alice mcp.allow " + box + " ok", "alice box.allow " + box + " ok",
 	} {
 		if !seen[w] {
 			t.Errorf("no audit row %q", w)
