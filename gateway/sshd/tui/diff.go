@@ -28,9 +28,12 @@ type diffMsg struct {
 	err  error
 }
 
-// diffState is the diff view's.
-type diffState struct {
+// pagerState is a view of lines from a box (its diff, a side answer)
+// that scrolls like a pager.
+type pagerState struct {
+	title   string // already safe
 	box     string
+	diff    bool // colour the lines as a patch
 	from    mode // where esc returns
 	gen     int
 	loading bool
@@ -47,10 +50,10 @@ var (
 
 // openDiff shows box name's diff, loading it from the core.
 func (m *model) openDiff(name string) tea.Cmd {
-	m.diff.gen++
-	m.diff = diffState{box: name, from: m.mode, gen: m.diff.gen, loading: true}
-	m.mode = modeDiff
-	f, ctx, caller, gen := m.o.Fleet, m.ctx, m.o.Caller, m.diff.gen
+	m.pager.gen++
+	m.pager = pagerState{title: "diff of box " + safe(name), box: name, diff: true, from: m.mode, gen: m.pager.gen, loading: true}
+	m.mode = modePager
+	f, ctx, caller, gen := m.o.Fleet, m.ctx, m.o.Caller, m.pager.gen
 	return func() tea.Msg {
 		d, err := f.Diff(ctx, caller, name)
 		return diffMsg{gen: gen, box: name, diff: d, err: err}
@@ -58,15 +61,15 @@ func (m *model) openDiff(name string) tea.Cmd {
 }
 
 func (m *model) applyDiff(msg diffMsg) {
-	if msg.gen != m.diff.gen || msg.box != m.diff.box {
+	if msg.gen != m.pager.gen || msg.box != m.pager.box {
 		return // a view left or replaced meanwhile
 	}
-	m.diff.loading = false
+	m.pager.loading = false
 	if msg.err != nil {
-		m.diff.err = oneLine(msg.err.Error())
+		m.pager.err = oneLine(msg.err.Error())
 		return
 	}
-	m.diff.lines = diffLines(msg.diff)
+	m.pager.lines = diffLines(msg.diff)
 }
 
 // diffLines is d as the view shows it: a summary, a line per changed
@@ -100,51 +103,51 @@ func diffLines(d fleet.Diff) []string {
 	return out
 }
 
-func (m *model) diffHeight() int { return max(m.h-4, 1) }
+func (m *model) pagerHeight() int { return max(m.h-4, 1) }
 
-// diffKey scrolls the diff view or leaves it.
-func (m *model) diffKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	keys, last := m.keys, max(len(m.diff.lines)-m.diffHeight(), 0)
+// pagerKey scrolls the pager or leaves it.
+func (m *model) pagerKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	keys, last := m.keys, max(len(m.pager.lines)-m.pagerHeight(), 0)
 	switch {
 	case key.Matches(k, keys.Back), key.Matches(k, keys.Quit), key.Matches(k, keys.Diff):
-		m.mode = m.diff.from
-		m.diff.gen++ // a load still under way is dropped
+		m.mode = m.pager.from
+		m.pager.gen++ // a load still under way is dropped
 	case key.Matches(k, keys.Help):
-		m.prev, m.mode = modeDiff, modeHelp
+		m.prev, m.mode = modePager, modeHelp
 	case key.Matches(k, keys.Up):
-		m.diff.top = max(m.diff.top-1, 0)
+		m.pager.top = max(m.pager.top-1, 0)
 	case key.Matches(k, keys.Down):
-		m.diff.top = min(m.diff.top+1, last)
+		m.pager.top = min(m.pager.top+1, last)
 	case key.Matches(k, keys.PageUp):
-		m.diff.top = max(m.diff.top-m.diffHeight(), 0)
+		m.pager.top = max(m.pager.top-m.pagerHeight(), 0)
 	case key.Matches(k, keys.PageDown), key.Matches(k, keys.Toggle):
-		m.diff.top = min(m.diff.top+m.diffHeight(), last)
+		m.pager.top = min(m.pager.top+m.pagerHeight(), last)
 	case key.Matches(k, keys.Top):
-		m.diff.top = 0
+		m.pager.top = 0
 	case key.Matches(k, keys.Bottom):
-		m.diff.top = last
+		m.pager.top = last
 	}
 	return m, nil
 }
 
-func (m *model) diffView() string {
+func (m *model) pagerView() string {
 	var b strings.Builder
-	b.WriteString(stTitle.Render("diff of box "+safe(m.diff.box)) + "\n")
+	b.WriteString(stTitle.Render(m.pager.title) + "\n")
 	switch {
-	case m.diff.loading:
+	case m.pager.loading:
 		b.WriteString("\n  computing the diff in the box…\n")
 		return b.String()
-	case m.diff.err != "":
-		b.WriteString("\n  " + stDel.Render("error: "+safe(m.diff.err)) + "\n")
+	case m.pager.err != "":
+		b.WriteString("\n  " + stDel.Render("error: "+safe(m.pager.err)) + "\n")
 		return b.String()
 	}
-	n := m.diffHeight()
-	end := min(m.diff.top+n, len(m.diff.lines))
-	for _, l := range m.diff.lines[m.diff.top:end] {
+	n := m.pagerHeight()
+	end := min(m.pager.top+n, len(m.pager.lines))
+	for _, l := range m.pager.lines[m.pager.top:end] {
 		b.WriteString(m.styleDiffLine(l) + "\n")
 	}
-	if end < len(m.diff.lines) {
-		b.WriteString(stHelp.Render(fmt.Sprintf("── lines %d–%d of %d (pgdn/space for more) ──", m.diff.top+1, end, len(m.diff.lines))) + "\n")
+	if end < len(m.pager.lines) {
+		b.WriteString(stHelp.Render(fmt.Sprintf("── lines %d–%d of %d (pgdn/space for more) ──", m.pager.top+1, end, len(m.pager.lines))) + "\n")
 	}
 	return b.String()
 }
@@ -153,7 +156,7 @@ func (m *model) diffView() string {
 // the TUI's own.
 func (m *model) styleDiffLine(l string) string {
 	switch {
-	case m.plain:
+	case m.plain, !m.pager.diff:
 		return l
 	case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
 		return stHeader.Render(l)

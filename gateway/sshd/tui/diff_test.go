@@ -49,7 +49,7 @@ func TestDiffLinesAreTerminalSafe(t *testing.T) {
 	}
 	// The view's own styles come after the sanitizer: a styled line holds
 	// escapes, but only those around the text.
-	m := &model{keys: newKeyMap(), w: 120, h: 12}
+	m := &model{keys: newKeyMap(), w: 120, h: 12, pager: pagerState{diff: true}}
 	if got := m.styleDiffLine(lines[len(lines)-2]); !strings.Contains(got, "\x1b[") || strings.Count(got, "\x1b") != 2 {
 		t.Errorf("styled added line %q", got)
 	}
@@ -78,11 +78,11 @@ func TestDiffViewScrolls(t *testing.T) {
 	if bar := sgr.ReplaceAllString(m.helpBar(), ""); !strings.Contains(bar, "D diff") {
 		t.Errorf("box view help bar %q does not name D", bar)
 	}
-	m.diff = diffState{box: "b1", from: modeBox, gen: 1, lines: lines}
-	m.mode = modeDiff
-	press := func(k tea.KeyPressMsg) { m.diffKey(k) }
+	m.pager = pagerState{title: "diff of box b1", box: "b1", diff: true, from: modeBox, gen: 1, lines: lines}
+	m.mode = modePager
+	press := func(k tea.KeyPressMsg) { m.pagerKey(k) }
 	r := func(c rune) tea.KeyPressMsg { return tea.KeyPressMsg{Code: c, Text: string(c)} }
-	h := m.diffHeight()
+	h := m.pagerHeight()
 	for _, step := range []struct {
 		key  tea.KeyPressMsg
 		want int
@@ -92,11 +92,11 @@ func TestDiffViewScrolls(t *testing.T) {
 		{r('g'), 0},
 	} {
 		press(step.key)
-		if m.diff.top != step.want {
-			t.Fatalf("after %q the view starts at line %d, want %d", step.key.String(), m.diff.top, step.want)
+		if m.pager.top != step.want {
+			t.Fatalf("after %q the view starts at line %d, want %d", step.key.String(), m.pager.top, step.want)
 		}
 	}
-	view := m.diffView()
+	view := m.pagerView()
 	if !strings.Contains(view, "diff of box b1") || !strings.Contains(view, "line 0\n") || strings.Contains(view, fmt.Sprintf("line %d\n", h)) ||
 		!strings.Contains(view, fmt.Sprintf("lines 1–%d of 50", h)) {
 		t.Errorf("diff view:\n%s", view)
@@ -110,8 +110,8 @@ func TestDiffViewScrolls(t *testing.T) {
 		t.Fatalf("esc went to mode %d, want the box view", m.mode)
 	}
 	m.applyDiff(diffMsg{gen: 1, box: "b1", err: fmt.Errorf("late")})
-	if m.diff.err != "" {
-		t.Errorf("a stale load was applied: %q", m.diff.err)
+	if m.pager.err != "" {
+		t.Errorf("a stale load was applied: %q", m.pager.err)
 	}
 	m.mode = modeTable
 	if bar := sgr.ReplaceAllString(m.helpBar(), ""); !strings.Contains(bar, "D diff") {

@@ -18,7 +18,7 @@ type keyMap struct {
 	New, Answer           key.Binding
 	Sleep, Wake, Keep     key.Binding
 	Destroy               key.Binding
-	Diff                  key.Binding
+	Diff, Ask, Allow      key.Binding
 	Sort, Filter, Help    key.Binding
 	// move is Up and Down shown as one entry in the short help bar.
 	move key.Binding
@@ -58,6 +58,8 @@ func newKeyMap() keyMap {
 		Keep:      b("K", "keep", "K"),
 		Destroy:   b("d", "destroy", "d"),
 		Diff:      b("D", "diff", "D"),
+		Ask:       b("A", "side question", "A"),
+		Allow:     b("e", "egress", "e"),
 		Sort:      b("s", "sort", "s"),
 		Filter:    b("/", "filter", "/"),
 		Help:      b("?", "help", "?"),
@@ -99,7 +101,7 @@ func (k keyMap) tableHelp() bindings {
 		short: []key.Binding{k.move, k.Open, k.Help, k.Quit, k.New, k.Answer, k.Diff, k.sleepWake, k.Keep, k.Destroy, k.Filter, k.Sort},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.Top, k.Bottom, k.Open, k.Filter, k.Sort},
-			{k.New, k.Answer, k.Diff, k.Sleep, k.Wake, k.Keep, k.Destroy},
+			{k.New, k.Answer, k.Diff, k.Ask, k.Allow, k.Sleep, k.Wake, k.Keep, k.Destroy},
 			{k.Help, k.Quit, k.ForceQuit},
 		},
 	}
@@ -112,13 +114,14 @@ func (k keyMap) boxHelp() bindings {
 		short: []key.Binding{back, k.Help, k.Answer, k.Diff, k.sleepWake, k.Keep, k.Destroy, k.scroll, k.ForceQuit},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.PageUp, k.PageDown, k.Follow, back},
-			{k.Answer, k.Diff, k.Sleep, k.Wake, k.Keep, k.Destroy},
+			{k.Answer, k.Diff, k.Ask, k.Allow, k.Sleep, k.Wake, k.Keep, k.Destroy},
 		},
 	}
 }
 
-// diffHelp: the diff view scrolls like a pager; esc, q or D again leave it.
-func (k keyMap) diffHelp() bindings {
+// pagerHelp: the diff view and a side answer scroll like a pager; esc, q
+// or D leave them.
+func (k keyMap) pagerHelp() bindings {
 	back := k.Back
 	back.SetHelp("esc/q/D", "back")
 	page := k.PageDown
