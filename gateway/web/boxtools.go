@@ -88,10 +88,13 @@ func (s *Server) setAllow(w http.ResponseWriter, r *http.Request) {
 	s.done(w, r, views.BoxURL(name, ""), msg)
 }
 
-// boxPageWith answers a box tool's POST with the box page, the tool's
-// outcome filled in.
+// boxPageWith is the box page, with a box tool's outcome filled in when
+// it answers that tool's POST.
 func (s *Server) boxPageWith(w http.ResponseWriter, r *http.Request, status int, t views.BoxTools) {
-	core, _ := s.core(w, r)
+	core, ok := s.core(w, r)
+	if !ok {
+		return
+	}
 	c, _ := callerFrom(r.Context())
 	name := r.PathValue("box")
 	b, err := core.Get(r.Context(), c.actor(), name)
