@@ -14,7 +14,8 @@ import (
 // D shows the selected box's diff (its changed files and the patch the
 // script agent committed in a real box), scrolls, and esc returns to the
 // table; from the box view D shows the open box's, and esc returns there.
-// The help bars name the key.
+// The help bars name the key. Then the box view's A (a side question,
+// answered in the pager) and e (the allow-list, refused and then set).
 func TestTUIDiff(t *testing.T) {
 	g := newGateway(t)
 	if r := g.run("alice", g.token+"\n", "account", "add", "work"); r.code != 0 {
@@ -53,4 +54,24 @@ func TestTUIDiff(t *testing.T) {
 	tm.wait(`(?s)diff of box `+name+`.*\+banana`, time.Minute)
 	tm.keys("q")
 	tm.wait(`box `+name+` · done`, 5*time.Second)
+
+	// A: a side question; its answer, from the box's read-only lane,
+	// opens in the same pager.
+	tm.keys("A")
+	tm.wait(`side question to `+name+`: `, 5*time.Second)
+	tm.keys("what is here?", "Enter")
+	tm.wait(`(?s)side answer from box `+name+`.*side answer to "what is here\?".*widget.*read-only hook denied a write`, 3*time.Minute)
+	tm.keys("Escape")
+	tm.wait(`box `+name+` · done`, 5*time.Second)
+
+	// e: the allow-list prompt; Enter sets the list the core checks.
+	tm.keys("e")
+	tm.wait(`allow-list of `+name+`: `, 5*time.Second)
+	tm.keys("pypi.org http://x/", "Enter")
+	tm.wait(`error: allowed domain "http://x/"`, 30*time.Second)
+	tm.keys("e", "C-u", "pypi.org *.example.com", "Enter")
+	tm.wait(name+` may reach: pypi.org \*\.example\.com`, 30*time.Second)
+	if b, err := g.fleet.Get(ctx, g.actors["alice"], b.Name); err != nil || strings.Join(b.Allow, " ") != "pypi.org *.example.com" {
+		t.Fatalf("the allow-list after e: %+v, %v", b.Allow, err)
+	}
 }

@@ -197,7 +197,7 @@ type model struct {
 		what string
 		box  string
 	}
-	form form
+	form  form
 	pager pagerState
 }
 
