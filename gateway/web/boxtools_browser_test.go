@@ -102,8 +102,9 @@ func TestBrowserBoxToolsRealFleet(t *testing.T) {
 		t.Fatalf("a refused change changed the list: %q", b.Allow)
 	}
 	br.clean("allow-list refused")
-	br.do("allow two", chromedp.SetValue(chromedp.CSS("#allow-add"), ""), chromedp.SendKeys(chromedp.CSS("#allow-add"), "pypi.org *.example.com:8443"),
-		chromedp.Click(chromedp.CSS("#allow-send")))
+	var cleared bool
+	br.eval(`(document.querySelector('#allow-add').value = '', true)`, &cleared)
+	br.do("allow two", chromedp.SendKeys(chromedp.CSS("#allow-add"), "pypi.org *.example.com:8443"), chromedp.Click(chromedp.CSS("#allow-send")))
 	br.waitFor("the new list", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('may reach: pypi.org *.example.com:8443')`)
 	br.do("remove pypi.org", chromedp.Click(chromedp.CSS(`.allow-list button[aria-label="Remove pypi.org"]`)))
 	br.waitFor("pypi.org gone", `document.querySelector('.flash') && document.querySelector('.flash').innerText.includes('may reach: *.example.com:8443.')`)
