@@ -59,7 +59,7 @@ func TestTUIDiff(t *testing.T) {
 	// A: a side question; its answer, from the box's read-only lane,
 	// opens in the same pager.
 	tm.keys("A")
-	tm.wait(`side question to `+name+`: `, 5*time.Second)
+	tm.wait(`side question to `+name+`:`, 5*time.Second)
 	tm.keys("what is here?", "Enter")
 	tm.wait(`(?s)side answer from box `+name+`.*side answer to "what is here\?".*widget.*read-only hook denied a write`, 3*time.Minute)
 	tm.keys("Escape")
@@ -67,7 +67,7 @@ func TestTUIDiff(t *testing.T) {
 
 	// e: the allow-list prompt; Enter sets the list the core checks.
 	tm.keys("e")
-	tm.wait(`allow-list of `+name+`: `, 5*time.Second)
+	tm.wait(`allow-list of `+name+`:`, 5*time.Second)
 	tm.keys("pypi.org http://x/", "Enter")
 	tm.wait(`error: allowed domain "http://x/"`, 30*time.Second)
 	tm.keys("e", "C-u", "pypi.org *.example.com", "Enter")
