@@ -44,9 +44,11 @@ func TestBrowserBoxToolsRealFleet(t *testing.T) {
 	br.do("delegate form", chromedp.Navigate(ts.URL+"/delegate"), chromedp.WaitVisible(chromedp.CSS("#task")),
 		chromedp.SendKeys(chromedp.CSS("#task"), "!say two repos here"), chromedp.SendKeys(chromedp.CSS("#repo"), "acme/widget"),
 		chromedp.Click(chromedp.CSS("#add-repo")))
+	br.waitRows("#repo-2")
 	br.waitFor("a second row", `document.querySelector('#repo-2') && document.querySelector('#repo').value === 'acme/widget'`)
 	br.do("fill the second row", chromedp.SendKeys(chromedp.CSS("#repo-2"), "acme/gadget"), chromedp.SendKeys(chromedp.CSS("#ref-2"), "main"),
 		chromedp.Click(chromedp.CSS("#add-repo")))
+	br.waitRows("#repo-3")
 	br.waitFor("a third row", `document.querySelector('#repo-3') && document.querySelector('#ref-2').value === 'main'`)
 	br.do("fill and remove the third", chromedp.SendKeys(chromedp.CSS("#repo-3"), "acme/nosuch"), chromedp.Click(chromedp.CSS("#remove-repo-3")))
 	br.waitFor("two rows again", `!document.querySelector('#repo-3') && document.querySelector('#repo-2') && document.querySelector('#repo-2').value === 'acme/gadget'`)

@@ -24,11 +24,13 @@ func TestBrowserDelegateRepoRows(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#repo"), "acme/widget"), chromedp.SendKeys(chromedp.CSS("#ref"), "v1"),
 		chromedp.Click(chromedp.CSS("#add-repo")))
 	// The task is still empty: formnovalidate lets the row buttons post.
+	br.waitRows("#repo-2")
 	br.waitFor("a second row", `document.querySelector('#repo-2') && document.querySelector('#repo').value === 'acme/widget' && document.querySelector('#ref').value === 'v1'`)
 	br.clean("the form with two rows")
 	br.do("fill the second row and add a third", chromedp.SendKeys(chromedp.CSS("#repo-2"), "acme/gadget"),
 		chromedp.SendKeys(chromedp.CSS("#ref-2"), "main"), chromedp.SendKeys(chromedp.CSS("#task"), "fix "+xssCorpus[1]),
 		chromedp.Click(chromedp.CSS("#add-repo")))
+	br.waitRows("#repo-3")
 	br.waitFor("a third row", `document.querySelector('#repo-3') && document.querySelector('#ref-2').value === 'main'`)
 	br.do("fill the third and remove the first", chromedp.SendKeys(chromedp.CSS("#repo-3"), "acme/third"),
 		chromedp.Click(chromedp.CSS("#remove-repo")))
@@ -95,4 +97,12 @@ func TestBrowserBoxTools(t *testing.T) {
 // jsString quotes s as a JavaScript string literal.
 func jsString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
+}
+
+// waitRows waits, through chromedp's own view of the DOM, for the element
+// the delegate form's answer brings: each row button loads a new page, and
+// an action aimed at the old page's nodes fails ("could not find node").
+func (c *chrome) waitRows(sel string) {
+	c.t.Helper()
+	c.do("the form's answer", chromedp.WaitVisible(chromedp.CSS(sel)))
 }
