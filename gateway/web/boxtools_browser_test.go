@@ -52,6 +52,7 @@ func TestBrowserBoxToolsRealFleet(t *testing.T) {
 	br.waitFor("a third row", `document.querySelector('#repo-3') && document.querySelector('#ref-2').value === 'main'`)
 	br.do("fill and remove the third", chromedp.SendKeys(chromedp.CSS("#repo-3"), "acme/nosuch"), chromedp.Click(chromedp.CSS("#remove-repo-3")))
 	br.waitFor("two rows again", `!document.querySelector('#repo-3') && document.querySelector('#repo-2') && document.querySelector('#repo-2').value === 'acme/gadget'`)
+	br.waitRows("#delegate")
 	var task string
 	br.eval(`document.querySelector('#task').value`, &task)
 	if task != "!say two repos here" {

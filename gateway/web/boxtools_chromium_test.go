@@ -35,6 +35,7 @@ func TestBrowserDelegateRepoRows(t *testing.T) {
 	br.do("fill the third and remove the first", chromedp.SendKeys(chromedp.CSS("#repo-3"), "acme/third"),
 		chromedp.Click(chromedp.CSS("#remove-repo")))
 	br.waitFor("two rows, shifted up", `!document.querySelector('#repo-3') && document.querySelector('#repo').value === 'acme/gadget' && document.querySelector('#repo-2').value === 'acme/third'`)
+	br.waitRows("#delegate")
 	var task string
 	br.eval(`document.querySelector('#task').value`, &task)
 	if task != "fix "+xssCorpus[1] {
