@@ -77,6 +77,8 @@ type matrix struct {
 	// SSH private key files by credential kind; adminSSH is ada's.
 	sshKey   map[string]string
 	adminSSH string
+	// adminMCP is ada's MCP session: admin tools' right call.
+	adminMCP *sdk.ClientSession
 
 	// Things a right call may consume, made for it.
 	victimKey     keys.APIKey // alice's, revoked by the right call
@@ -369,6 +371,8 @@ var httpRoutes = map[string]httpRoute{
 	"GET /boxes/{box}/artifact":              {path: "/boxes/{box}/artifact?path=widget/README.md", auth: "session", boxed: true},
 	"POST /boxes/{box}/answer":               {path: "/boxes/{box}/answer", body: "text=x", auth: "session", boxed: true},
 	"POST /boxes/{box}/inbox/{id}/delete":    {path: "/boxes/{box}/inbox/999/delete", auth: "session", boxed: true, right: notFound},
+	"POST /boxes/{box}/ask":                  {path: "/boxes/{box}/ask", body: "question=why%3F", auth: "session", boxed: true},
+	"POST /boxes/{box}/allow":                {path: "/boxes/{box}/allow", body: "add=example.com", auth: "session", boxed: true},
 	"POST /boxes/{box}/sleep":                {path: "/boxes/{box}/sleep", auth: "session", boxed: true},
 	"POST /boxes/{box}/wake":                 {path: "/boxes/{box}/wake", auth: "session", boxed: true},
 	"POST /boxes/{box}/keep":                 {path: "/boxes/{box}/keep", auth: "session", boxed: true},
@@ -580,6 +584,7 @@ func (m *matrix) mcpConnect(token string) (*sdk.ClientSession, error) {
 type mcpTool struct {
 	args        map[string]any
 	write       bool
+	admin       bool    // admins only: every key of the matrix is an operator's (forbidden); its right call is ada's
 	right       outcome // what the right key gets when not ok
 	other       outcome // what another user's key gets when not notFound
 	destructive bool    // run last
@@ -604,13 +609,18 @@ var mcpTools = map[string]mcpTool{
 	"notify_remove":  {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound, destructive: true},
 	"notify_test":    {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound},
 	// Nothing committed: nothing to open, no pull request to act on.
-	"pr_open":  {args: map[string]any{"box": "{box}"}, write: true, right: invalid},
-	"pr_get":   {args: map[string]any{"box": "{box}"}, right: notFound},
-	"pr_merge": {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
-	"pr_close": {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
-	"repos":    {args: map[string]any{"account": "nosuch"}, right: notFound, other: notFound},
-	"title":    {args: map[string]any{"box": "{box}", "title": "matrix"}, write: true},
-	"repo_add": {args: map[string]any{"box": "{box}", "repo": "acme/widget"}, write: true, right: invalid},
+	"pr_open":      {args: map[string]any{"box": "{box}"}, write: true, right: invalid},
+	"pr_get":       {args: map[string]any{"box": "{box}"}, right: notFound},
+	"pr_merge":     {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
+	"pr_close":     {args: map[string]any{"box": "{box}"}, write: true, right: notFound},
+	"repos":        {args: map[string]any{"account": "nosuch"}, right: notFound, other: notFound},
+	"title":        {args: map[string]any{"box": "{box}", "title": "matrix"}, write: true},
+	"repo_add":     {args: map[string]any{"box": "{box}", "repo": "acme/widget"}, write: true, right: invalid},
+	"ask":          {args: map[string]any{"box": "{box}", "question": "why?"}, write: true},
+	"inbox_remove": {args: map[string]any{"box": "{box}", "id": 999}, write: true, right: notFound},
+	"allow":        {args: map[string]any{"box": "{box}", "domains": []any{"example.com"}}, write: true},
+	"pool":         {args: map[string]any{}, admin: true},
+	"pool_set":     {args: map[string]any{"size": 0}, write: true, admin: true},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
@@ -636,6 +646,12 @@ func (m *matrix) mcpMatrix(t *testing.T) {
 		defer cs.Close()
 		sessions[cred] = cs
 	}
+	admin, err := m.mcpConnect(m.adminKey)
+	if err != nil {
+		t.Fatalf("mcp connect as ada: %v", err)
+	}
+	defer admin.Close()
+	m.adminMCP = admin
 	list, err := sessions[credRight].ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -683,6 +699,10 @@ func (m *matrix) callTool(t *testing.T, cs *sdk.ClientSession, name, cred string
 	want := ok
 	switch {
 	case cred == credRead && e.write:
+		want = forbidden
+	case e.admin && cred == credRight:
+		cs = m.adminMCP
+	case e.admin:
 		want = forbidden
 	case cred == credOther && e.other != "":
 		want = e.other

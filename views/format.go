@@ -3,6 +3,7 @@ package views
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -258,3 +259,20 @@ func checksText(outcome string) string {
 }
 
 func reviewText(r string) string { return strings.ReplaceAll(r, "_", " ") }
+
+// shownRepoRows is the delegate form's rows: at least one.
+func shownRepoRows(rows []RepoRow) []RepoRow {
+	if len(rows) == 0 {
+		return []RepoRow{{}}
+	}
+	return rows
+}
+
+// rowID is the id of a delegate form row's element: the first row's
+// bare (prefix), the next ones numbered from 2 (prefix-2, …).
+func rowID(prefix string, i int) string {
+	if i == 0 {
+		return prefix
+	}
+	return prefix + "-" + strconv.Itoa(i+1)
+}

@@ -8,6 +8,7 @@ import (
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/keys"
+	"sbx.dev/sbx/redact"
 )
 
 // boxes is what the console calls on the core: the subset of *fleet.Fleet
@@ -22,6 +23,8 @@ type boxes interface {
 	Inbox(ctx context.Context, caller keys.Actor, name string) ([]fleet.InboxItem, error)
 	RemoveInbox(ctx context.Context, caller keys.Actor, name string, id int64) error
 	Diff(ctx context.Context, caller keys.Actor, name string) (fleet.Diff, error)
+	Ask(ctx context.Context, caller keys.Actor, name, question string, fresh bool) (redact.Safe, error)
+	SetAllow(ctx context.Context, caller keys.Actor, name string, domains []string) (fleet.Box, error)
 	Sleep(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
 	Wake(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
 	Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error)

@@ -141,13 +141,20 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
 	}
 	c, _ := callerFrom(r.Context())
 	f := views.DelegateForm{
-		Task: r.PostFormValue("task"), Repo: strings.TrimSpace(r.PostFormValue("repo")), Ref: strings.TrimSpace(r.PostFormValue("ref")),
-		Agent: r.PostFormValue("agent"), Allow: r.PostFormValue("allow"), Keep: r.PostFormValue("keep") == "1",
-		Setup: strings.ReplaceAll(r.PostFormValue("setup"), "\r\n", "\n"),
+		Task: r.PostFormValue("task"), Repos: repoRows(r), Agent: r.PostFormValue("agent"), Allow: r.PostFormValue("allow"),
+		Keep: r.PostFormValue("keep") == "1", Setup: strings.ReplaceAll(r.PostFormValue("setup"), "\r\n", "\n"),
+	}
+	if op := r.PostFormValue("op"); op != "" {
+		s.editRepoRows(w, r, c, f, op)
+		return
 	}
 	req := fleet.DelegateRequest{Task: f.Task, Agent: f.Agent, Allow: strings.Fields(strings.ReplaceAll(f.Allow, ",", " ")), Keep: f.Keep, Setup: f.Setup}
-	if f.Repo != "" {
-		req.Repos = []fleet.RepoSpec{{Repo: f.Repo, Ref: f.Ref}}
+	for _, row := range f.Repos {
+		// A row left empty is no repository; a half-filled one (a ref
+		// alone) goes to the core, which says what is wrong with it.
+		if row.Repo != "" || row.Ref != "" {
+			req.Repos = append(req.Repos, fleet.RepoSpec{Repo: row.Repo, Ref: row.Ref})
+		}
 	}
 	f.Mentioned = core.MentionedRepos(req.Task, req.Repos)
 	d := s.delegations.add(c.User.Name, f)

@@ -38,28 +38,7 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) boxPage(w http.ResponseWriter, r *http.Request) {
-	core, ok := s.core(w, r)
-	if !ok {
-		return
-	}
-	c, _ := callerFrom(r.Context())
-	name := r.PathValue("box")
-	b, err := core.Get(r.Context(), c.actor(), name)
-	if err != nil {
-		s.failPage(w, r, err)
-		return
-	}
-	inbox, err := core.Inbox(r.Context(), c.actor(), name)
-	if err != nil {
-		s.failPage(w, r, err)
-		return
-	}
-	var repos []fleet.RepoSpec
-	for _, x := range b.Repos {
-		repos = append(repos, fleet.RepoSpec{Repo: x.Name})
-	}
-	mentioned := core.MentionedRepos(b.Task.String(), repos)
-	s.render(w, r, http.StatusOK, views.BoxPage(s.frame(r, b.Name), b, inbox, mentioned, s.now()))
+	s.boxPageWith(w, r, http.StatusOK, views.BoxTools{})
 }
 
 // logText is the log so far as plain text: the console without JavaScript.

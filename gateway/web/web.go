@@ -361,6 +361,8 @@ func (s *Server) consoleRoutes() {
 	s.handle("POST /boxes/{box}/pr", s.page(s.openPR))
 	s.handle("POST /boxes/{box}/pr/merge", s.page(s.mergePR))
 	s.handle("POST /boxes/{box}/pr/close", s.page(s.closePR))
+	s.handle("POST /boxes/{box}/ask", s.page(s.ask))
+	s.handle("POST /boxes/{box}/allow", s.page(s.setAllow))
 	for _, a := range []string{"sleep", "wake", "keep", "unkeep", "destroy"} {
 		s.handle("POST /boxes/{box}/"+a, s.page(s.boxAction(a)))
 	}

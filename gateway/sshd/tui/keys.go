@@ -19,6 +19,7 @@ type keyMap struct {
 	Sleep, Wake, Keep     key.Binding
 	Destroy               key.Binding
 	PR                    key.Binding
+	Diff, Ask, Allow      key.Binding
 	Sort, Filter, Help    key.Binding
 	// move is Up and Down shown as one entry in the short help bar.
 	move key.Binding
@@ -58,6 +59,9 @@ func newKeyMap() keyMap {
 		Keep:      b("K", "keep", "K"),
 		Destroy:   b("d", "destroy", "d"),
 		PR:        b("P", "push and open a pull request", "P"),
+		Diff:      b("D", "diff", "D"),
+		Ask:       b("A", "side question", "A"),
+		Allow:     b("e", "egress", "e"),
 		Sort:      b("s", "sort", "s"),
 		Filter:    b("/", "filter", "/"),
 		Help:      b("?", "help", "?"),
@@ -96,10 +100,10 @@ var _ help.KeyMap = bindings{}
 // terminal cuts only actions; ? opens the page with all of them.
 func (k keyMap) tableHelp() bindings {
 	return bindings{
-		short: []key.Binding{k.move, k.Open, k.Help, k.Quit, k.New, k.Answer, k.sleepWake, k.Keep, k.Destroy, k.Filter, k.Sort},
+		short: []key.Binding{k.move, k.Open, k.Help, k.Quit, k.New, k.Answer, k.Diff, k.sleepWake, k.Keep, k.Destroy, k.Filter, k.Sort},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.Top, k.Bottom, k.Open, k.Filter, k.Sort},
-			{k.New, k.Answer, k.Sleep, k.Wake, k.Keep, k.Destroy, k.PR},
+			{k.New, k.Answer, k.Diff, k.Ask, k.Allow, k.Sleep, k.Wake, k.Keep, k.Destroy, k.PR},
 			{k.Help, k.Quit, k.ForceQuit},
 		},
 	}
@@ -109,11 +113,24 @@ func (k keyMap) boxHelp() bindings {
 	back := k.Back
 	back.SetHelp("esc/q", "back")
 	return bindings{
-		short: []key.Binding{back, k.Help, k.Answer, k.sleepWake, k.Keep, k.Destroy, k.scroll, k.ForceQuit},
+		short: []key.Binding{back, k.Help, k.Answer, k.Diff, k.sleepWake, k.Keep, k.Destroy, k.scroll, k.ForceQuit},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.PageUp, k.PageDown, k.Follow, back},
-			{k.Answer, k.Sleep, k.Wake, k.Keep, k.Destroy, k.PR},
+			{k.Answer, k.Diff, k.Ask, k.Allow, k.Sleep, k.Wake, k.Keep, k.Destroy, k.PR},
 		},
+	}
+}
+
+// pagerHelp: the diff view and a side answer scroll like a pager; esc, q
+// or D leave them.
+func (k keyMap) pagerHelp() bindings {
+	back := k.Back
+	back.SetHelp("esc/q/D", "back")
+	page := k.PageDown
+	page.SetHelp("pgdn/space", "page down")
+	return bindings{
+		short: []key.Binding{back, k.scroll, k.PageUp, page, k.Top, k.Bottom, k.Help},
+		full:  [][]key.Binding{{k.Up, k.Down, k.PageUp, page, k.Top, k.Bottom, back}},
 	}
 }
 

@@ -151,6 +151,9 @@ const (
 	modeConfirm
 	modeAnswer
 	modeHelp
+	modePager
+	modeAsk
+	modeAllow
 )
 
 // sort orders of the table.
@@ -194,7 +197,8 @@ type model struct {
 		what string
 		box  string
 	}
-	form form
+	form  form
+	pager pagerState
 }
 
 // maxLogLines bounds the box view's tail.
@@ -369,6 +373,12 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nextLog(m.logCtx, m.logGen, m.logs)
 	case logMsg:
 		return m, m.applyLog(msg)
+	case diffMsg:
+		m.applyDiff(msg)
+		return m, nil
+	case askMsg:
+		m.applyAsk(msg)
+		return m, nil
 	case doneMsg:
 		if msg.err != nil {
 			m.status = "error: " + oneLine(msg.err.Error())
@@ -381,7 +391,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.PasteMsg:
 		msg.Content = typed(oneLine(msg.Content))
 		var cmd tea.Cmd
-		if m.mode == modeAnswer || m.mode == modeFilter {
+		if m.prompting() {
 			m.input, cmd = m.input.Update(msg)
 			m.filterAsYouType()
 		} else if m.mode == modeForm {
@@ -486,10 +496,12 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		}
 		m.status = "cancelled"
 		return m, nil
-	case modeFilter, modeAnswer:
+	case modeFilter, modeAnswer, modeAsk, modeAllow:
 		return m.lineKey(k)
 	case modeForm:
 		return m.formKey(k)
+	case modePager:
+		return m.pagerKey(k)
 	}
 	switch {
 	case key.Matches(k, keys.Quit):
@@ -517,6 +529,18 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	name := m.target()
+	if key.Matches(k, keys.Diff) {
+		if name == "" {
+			return m, nil
+		}
+		return m, m.openDiff(name)
+	}
+	if key.Matches(k, keys.Ask) || key.Matches(k, keys.Allow) {
+		if name == "" {
+			return m, nil
+		}
+		return m, m.startPrompt(k)
+	}
 	if what := m.action(k); what != "" {
 		if name == "" {
 			return m, nil
@@ -610,6 +634,9 @@ func (m *model) lineKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			m.filter = strings.TrimSpace(m.input.Value())
 			m.reorder()
 			return m, nil
+		}
+		if was == modeAsk || was == modeAllow {
+			return m, m.acceptPrompt(was, m.target(), m.input.Value())
 		}
 		text := strings.TrimSpace(m.input.Value())
 		if text == "" {
@@ -804,7 +831,9 @@ func (m *model) View() tea.View {
 		body = m.helpView()
 	case m.mode == modeForm:
 		body = m.form.view()
-	case m.mode == modeBox || (m.open != "" && (m.mode == modeConfirm || m.mode == modeAnswer) && m.prev == modeBox):
+	case m.mode == modePager:
+		body = m.pagerView()
+	case m.mode == modeBox || (m.open != "" && (m.mode == modeConfirm || m.prompting()) && m.prev == modeBox):
 		body = m.boxView()
 	default:
 		body = m.tableView()
@@ -833,7 +862,7 @@ func (m *model) View() tea.View {
 func (m *model) textCursor(bodyHeight int) *tea.Cursor {
 	var c *tea.Cursor
 	switch m.mode {
-	case modeFilter, modeAnswer:
+	case modeFilter, modeAnswer, modeAsk, modeAllow:
 		in := m.promptInput()
 		if c = in.Cursor(); c != nil {
 			c.Y = bodyHeight // the prompt line, below the body
@@ -851,9 +880,14 @@ func (m *model) textCursor(bodyHeight int) *tea.Cursor {
 // terminal's width (the input scrolls sideways past it).
 func (m *model) promptInput() textinput.Model {
 	in := m.input
-	if m.mode == modeFilter {
+	switch m.mode {
+	case modeFilter:
 		in.Prompt = "filter: "
-	} else {
+	case modeAsk:
+		in.Prompt = "side question to " + safe(m.target()) + ": "
+	case modeAllow:
+		in.Prompt = "allow-list of " + safe(m.target()) + ": "
+	default:
 		verb := "follow-up to "
 		if m.boxes[m.target()].Question.Len() > 0 {
 			verb = "answer to "
@@ -868,7 +902,7 @@ func (m *model) promptLine() string {
 	switch m.mode {
 	case modeConfirm:
 		return stConfirm.Render(fmt.Sprintf(" %s %s? y/N ", m.confirm.what, safe(m.confirm.box)))
-	case modeFilter, modeAnswer:
+	case modeFilter, modeAnswer, modeAsk, modeAllow:
 		in := m.promptInput()
 		return in.View()
 	}
@@ -883,10 +917,12 @@ func (m *model) helpBar() string {
 		b = m.keys.boxHelp()
 	case modeForm:
 		b = m.keys.formHelp()
-	case modeFilter, modeAnswer:
+	case modeFilter, modeAnswer, modeAsk, modeAllow:
 		b = m.keys.promptHelp()
 	case modeConfirm:
 		b = m.keys.confirmHelp()
+	case modePager:
+		b = m.keys.pagerHelp()
 	case modeHelp:
 		return stHelp.Render("any key: back")
 	default:
@@ -898,7 +934,8 @@ func (m *model) helpBar() string {
 func (m *model) helpView() string {
 	return stTitle.Render("sbx fleet — keys") + "\n\nTable\n" +
 		m.help.FullHelpView(m.keys.tableHelp().FullHelp()) + "\n\nBox view\n" +
-		m.help.FullHelpView(m.keys.boxHelp().FullHelp()) + "\n\n" +
+		m.help.FullHelpView(m.keys.boxHelp().FullHelp()) + "\n\nDiff view, side answers\n" +
+		m.help.FullHelpView(m.keys.pagerHelp().FullHelp()) + "\n\n" +
 		"Actions ask for confirmation (y). Everything shown is redacted by the core."
 }
 
