@@ -77,7 +77,7 @@ func (n *notifier) onEvent(ctx context.Context, e Event) {
 	turn := -1
 	if err == nil {
 		created, turn = rec.Created.UnixNano(), rec.Turn
-		note.Title = n.title(rec.Task)
+		note.Title = n.title(rec)
 	}
 	switch kind {
 	case NotifyWaiting:
@@ -98,10 +98,14 @@ func (n *notifier) onEvent(ctx context.Context, e Event) {
 	n.enqueue(ctx, e.Owner, kind, e.Box, key, note)
 }
 
-// title is a box's task line as notifications show it.
-func (n *notifier) title(task string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(task), "\n")
-	return truncate(n.red.String(line).String(), maxTitleChars)
+// title is a box's title as notifications show it (its task's first line
+// for a box stored before titles were).
+func (n *notifier) title(r record) string {
+	t := r.Title
+	if t == "" {
+		t, _, _ = strings.Cut(strings.TrimSpace(r.Task), "\n")
+	}
+	return truncate(n.red.String(t).String(), maxTitleChars)
 }
 
 // boxURL links to the box's page when the console's public URL is known.
@@ -299,7 +303,7 @@ func (n *notifier) tick(ctx context.Context, recs []record) {
 		if now.Before(expires.Add(-lead)) || !now.Before(expires) {
 			continue
 		}
-		note := notification{Type: NotifyExpiring, Box: r.Name, Owner: r.Owner, Title: n.title(r.Task), State: string(r.State),
+		note := notification{Type: NotifyExpiring, Box: r.Name, Owner: r.Owner, Title: n.title(r), State: string(r.State),
 			Note: fmt.Sprintf("asleep since %s UTC; the sleep TTL destroys it at %s UTC unless it is kept (keep) or woken (wake)",
 				r.SleptAt.UTC().Format("2006-01-02 15:04"), expires.UTC().Format("2006-01-02 15:04")),
 			At: now, URL: n.boxURL(r.Name)}
@@ -352,7 +356,7 @@ func (n *notifier) digest(ctx context.Context, owner string, recs []record, now 
 		if r.Owner != owner || r.State == Destroyed {
 			continue
 		}
-		b := DigestBox{Box: r.Name, Title: n.title(r.Task), State: string(r.State)}
+		b := DigestBox{Box: r.Name, Title: n.title(r), State: string(r.State)}
 		if r.Created.After(since) {
 			d.Created = append(d.Created, b)
 		}

@@ -19,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/fleet/fleettest"
 	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/fleet/forge/giteatest"
 	"sbx.dev/sbx/gateway/config"
@@ -33,8 +34,11 @@ import (
 // a commit status set on Gitea reaches the card through the watcher
 // (EventPRChecks) and shows on the web box page; a follow-up turn's new
 // commit becomes the card's head; a merge at a head the branch has left
-// is refused; MCP's pr_merge lands the branch on main. It logs the time
-// from "agent done" to "PR open".
+// is refused; MCP's pr_merge lands the branch on main. Alice's
+// notification channels, added over SSH, are real HTTP receivers that check
+// each request against its kind's published format (a webhook's Standard
+// Webhooks signature with the official library, Slack's body): "done" and
+// "pr_checks" reach them. It logs the time from "agent done" to "PR open".
 func TestPullRequestEndToEnd(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatalf("needs the OpenSSH client: %v", err)
@@ -42,9 +46,12 @@ func TestPullRequestEndToEnd(t *testing.T) {
 	testutil.SkipShort(t, "starts Gitea and boots a QEMU box behind a real gateway")
 	gt := giteatest.New(t)
 	repo := gt.CreateRepo(t, "widget", map[string]string{"README.md": "widget\n"})
+	hook, chat := fleettest.NewReceiver(t, "webhook"), fleettest.NewReceiver(t, "slack")
 	g := newBoxGatewayWith(t, nil, func(c *config.Config) {
 		c.Git.Host, c.Git.Kind = gt.URL, "gitea"
-		c.Net.PrivateUpstreams = append(c.Net.PrivateUpstreams, urlHostPort(t, gt.URL))
+		// The receivers run on loopback: the operator trusts them as it
+		// would an on-premises endpoint.
+		c.Net.PrivateUpstreams = append(c.Net.PrivateUpstreams, urlHostPort(t, gt.URL), hook.HostPort(), chat.HostPort())
 	})
 	ctx := context.Background()
 	if err := g.s.Start(ctx); err != nil {
@@ -75,6 +82,30 @@ func TestPullRequestEndToEnd(t *testing.T) {
 		return runCode(t, cmd)
 	}
 
+	// Notifications: a signed webhook for everything, a Slack channel for
+	// what is worth a ping.
+	out, code := ssh("notify", "add", "hook", "--kind", "webhook", "--url", hook.URL(), "--json")
+	var added struct {
+		Channel fleet.AddedChannel `json:"channel"`
+	}
+	if err := json.Unmarshal([]byte(out), &added); code != 0 || err != nil || !strings.HasPrefix(added.Channel.Secret, "whsec_") {
+		t.Fatalf("ssh notify add hook: exit %d %v\n%s", code, err, out)
+	}
+	hook.SetSecret(added.Channel.Secret)
+	if out, code := ssh("notify", "add", "chat", "--kind", "slack", "--url", chat.URL(), "--events", "done,pr_checks"); code != 0 {
+		t.Fatalf("ssh notify add chat: exit %d\n%s", code, out)
+	}
+	notified := func(r *fleettest.Receiver, kind, box string) {
+		t.Helper()
+		r.Wait(t, kind+" of "+box, func(g fleettest.Received) bool {
+			if r.Kind == "slack" {
+				phrase := map[string]string{"done": " is done", "pr_checks": "checks finished"}[kind]
+				return g.Bad == "" && strings.Contains(g.Text, box) && strings.Contains(g.Text, phrase)
+			}
+			return g.Bad == "" && g.Note["type"] == kind && g.Note["box"] == box
+		})
+	}
+
 	events := g.f.Events(ctx, g.alice)
 	b, err := g.f.Delegate(ctx, g.alice, fleet.DelegateRequest{Agent: "script",
 		Task:  "!write feature.txt hello from the box\n!commit add feature.txt\n!say added feature.txt, ready for review",
@@ -88,7 +119,7 @@ func TestPullRequestEndToEnd(t *testing.T) {
 	agentDone := time.Now()
 
 	// Nothing is on Gitea's side until pr pushes it.
-	out, code := ssh("pr", "--json", box)
+	out, code = ssh("pr", "--json", box)
 	opened := time.Since(agentDone)
 	if code != 0 {
 		t.Fatalf("ssh pr: exit %d\n%s", code, out)
@@ -129,6 +160,10 @@ func TestPullRequestEndToEnd(t *testing.T) {
 			t.Fatal("no pr_checks event within 75 s of the status")
 		}
 	}
+	notified(hook, "done", box)
+	notified(chat, "done", box)
+	notified(hook, "pr_checks", box)
+	notified(chat, "pr_checks", box)
 	card, err = g.f.PR(ctx, g.alice, box, "")
 	if err != nil || card.ChecksOutcome != forge.CheckSuccess || len(card.Checks) != 1 || card.Checks[0].Name != "ci/test" {
 		t.Fatalf("card after the status: %+v %v", card, err)
@@ -145,8 +180,16 @@ func TestPullRequestEndToEnd(t *testing.T) {
 	if _, err := g.f.FollowUp(ctx, g.alice, box, "!write second.txt more\n!commit second change", false); err != nil {
 		t.Fatal(err)
 	}
-	g.waitState(box, fleet.Running, fleet.Done)
-	g.waitState(box, fleet.Done)
+	// The second turn's end, not the first's (a box may still read done
+	// for a moment after the follow-up is accepted).
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		if b, err := g.f.Get(ctx, g.alice, box); err == nil && b.Turns >= 2 && b.State == fleet.Done {
+			break
+		}
+		if time.Since(start) > 4*time.Minute {
+			t.Fatal("the follow-up turn did not end")
+		}
+	}
 	again, err := g.f.OpenPR(ctx, g.alice, box, fleet.PRRequest{})
 	if err != nil || again.Opened || again.Number != card.Number || again.HeadSHA == card.HeadSHA || again.HeadSHA != gt.BranchSHA(t, repo, branch) {
 		t.Fatalf("after the follow-up: %+v %v (was %s)", again, err, card.HeadSHA)
@@ -213,6 +256,13 @@ func TestPullRequestEndToEnd(t *testing.T) {
 	}
 	if _, err := g.f.ClosePR(ctx, g.alice, box, ""); !errors.Is(err, fleet.ErrConflict) {
 		t.Errorf("close a merged pull request: %v", err)
+	}
+	for _, r := range []*fleettest.Receiver{hook, chat} {
+		for _, got := range r.All() {
+			if got.Bad != "" {
+				t.Errorf("%s receiver: a request broke the format: %s (%s)", r.Kind, got.Bad, got.Body)
+			}
+		}
 	}
 }
 
