@@ -30,6 +30,7 @@ type boxes interface {
 	Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error)
 	Destroy(ctx context.Context, caller keys.Actor, name string) error
 	MentionedRepos(task string, given []fleet.RepoSpec) []string
+	Repos(ctx context.Context, caller keys.Actor, account, query string) ([]forge.RepoInfo, error)
 	SetTitle(ctx context.Context, caller keys.Actor, name, title string) (fleet.Box, error)
 	AddRepo(ctx context.Context, caller keys.Actor, name string, repo fleet.RepoSpec) (fleet.Box, error)
 	Events(ctx context.Context, caller keys.Actor) <-chan fleet.Event

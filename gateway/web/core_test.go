@@ -529,3 +529,9 @@ func (c *scriptedCore) AddRepo(_ context.Context, caller keys.Actor, name string
 func (c *scriptedCore) MentionedRepos(task string, given []fleet.RepoSpec) []string {
 	return fleet.ReposNamedIn(task, accounts.ParseRepo, given)
 }
+
+// Repos is what the scripted host's account reaches: the scripted repos,
+// so the delegate form has something to offer.
+func (c *scriptedCore) Repos(ctx context.Context, caller keys.Actor, account, query string) ([]forge.RepoInfo, error) {
+	return []forge.RepoInfo{{Repo: forge.Repo{Owner: "acme", Name: "widget"}}, {Repo: forge.Repo{Owner: "acme", Name: "gadget"}}}, nil
+}

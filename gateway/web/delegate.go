@@ -131,7 +131,7 @@ func (d *delegation) view() (views.Delegation, <-chan struct{}) {
 
 func (s *Server) delegateForm(w http.ResponseWriter, r *http.Request) {
 	c, _ := callerFrom(r.Context())
-	s.render(w, r, http.StatusOK, views.DelegatePage(s.frame(r, "Delegate"), views.DelegateForm{}, s.accountsOf(r, c)))
+	s.render(w, r, http.StatusOK, views.DelegatePage(s.frame(r, "Delegate"), views.DelegateForm{Known: s.knownRepos(r, c)}, s.accountsOf(r, c)))
 }
 
 func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
@@ -195,6 +195,7 @@ func (s *Server) delegateFailed(w http.ResponseWriter, r *http.Request, err erro
 	}
 	p := s.frame(r, "Delegate")
 	p.Error = err.Error()
+	f.Known = s.knownRepos(r, c)
 	s.render(w, r, code, views.DelegatePage(p, f, s.accountsOf(r, c)))
 }
 

@@ -53,5 +53,6 @@ func (s *Server) editRepoRows(w http.ResponseWriter, r *http.Request, c caller, 
 		s.htmlError(w, r, http.StatusBadRequest, "op "+strconv.Quote(op)+": want add-repo or remove-N")
 		return
 	}
+	f.Known = s.knownRepos(r, c)
 	s.render(w, r, http.StatusOK, views.DelegatePage(s.frame(r, "Delegate"), f, s.accountsOf(r, c)))
 }

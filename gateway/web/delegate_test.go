@@ -106,6 +106,23 @@ func waitSteps(t *testing.T, events <-chan string, want string) string {
 	}
 }
 
+// TestDelegateFormOffersKnownRepos: the delegate form's repository fields
+// offer what the caller's account reaches (the core's Repos) through a
+// datalist, and still take anything else.
+func TestDelegateFormOffersKnownRepos(t *testing.T) {
+	c := newConsole(t, Options{})
+	alice := c.login("alice")
+	resp, body := send(t, alice, "GET", c.URL+"/delegate", nil)
+	if resp.StatusCode != 200 || !strings.Contains(body, `<datalist id="known-repos"><option value="acme/widget"></option><option value="acme/gadget"></option></datalist>`) ||
+		!strings.Contains(body, `name="repo" value="" placeholder="owner/name" list="known-repos"`) {
+		t.Fatalf("GET /delegate: %d\n%s", resp.StatusCode, body)
+	}
+	resp, body = send(t, alice, "POST", c.URL+"/delegate", url.Values{"task": {"x"}, "repo": {"other/thing"}, "op": {"add-repo"}})
+	if resp.StatusCode != 200 || strings.Count(body, `list="known-repos"`) != 2 || !strings.Contains(body, `value="other/thing"`) {
+		t.Fatalf("add a row: %d\n%s", resp.StatusCode, body)
+	}
+}
+
 // TestDelegationSteps: the delegate form's POST answers at the first step
 // with the delegation's page, whose stream sends every step as it starts
 // and ends, then the failure with its reason and the form as filled. Only

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"io"
 	"mime"
@@ -483,6 +484,30 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 
 // accountsOf lists the caller's accounts for the delegate form's hint;
 // a failure only hides the hint.
+// knownRepos are the repositories the caller's default account reaches, as
+// the forge answers within knownReposWait: the delegate form offers them.
+// None when the caller has no account or the forge does not answer (the
+// form takes any owner/name all the same).
+func (s *Server) knownRepos(r *http.Request, c caller) []string {
+	if s.boxes == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), knownReposWait)
+	defer cancel()
+	infos, err := s.boxes.Repos(ctx, c.actor(), "", "")
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(infos))
+	for _, i := range infos {
+		out = append(out, i.Repo.String())
+	}
+	return out
+}
+
+// knownReposWait bounds how long the delegate form waits for the forge.
+const knownReposWait = 3 * time.Second
+
 func (s *Server) accountsOf(r *http.Request, c caller) []accounts.Account {
 	if s.boxes == nil {
 		return nil

@@ -123,3 +123,23 @@ func TestFollowResumesAndEndsWithStatus(t *testing.T) {
 		t.Errorf("followed %q", got.String())
 	}
 }
+
+// TestScriptAgentFollowUpScript: a follow-up to a finished script runs when
+// it is a script itself, and is only noted when it is not.
+func TestScriptAgentFollowUpScript(t *testing.T) {
+	ws := t.TempDir()
+	var out bytes.Buffer
+	a := scriptAgent{out: &out, workspace: ws, state: filepath.Join(t.TempDir(), "state")}
+	if code := a.turn("!write a.txt first", false); code != 0 {
+		t.Fatalf("first turn: %d\n%s", code, out.String())
+	}
+	if code := a.turn("thanks", true); code != 0 || !strings.Contains(out.String(), "follow-up noted") {
+		t.Fatalf("plain follow-up: %d\n%s", code, out.String())
+	}
+	if code := a.turn("!write a.txt second\n!say again", true); code != 0 || !strings.HasSuffix(out.String(), "again\n") {
+		t.Fatalf("script follow-up: %d\n%s", code, out.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(b) != "first\nsecond\n" {
+		t.Fatalf("a.txt: %q %v", b, err)
+	}
+}

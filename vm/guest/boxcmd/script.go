@@ -33,7 +33,8 @@ import (
 //	!exit N           end the turn with status N
 //
 // Any other task runs the default script: say what it was given, ask which
-// word to add to README.md, then (after the answer) write it and commit.
+// word to add to README.md, then (after the answer) write it and commit. A
+// follow-up to a finished script runs the follow-up when it is a script too.
 const defaultScript = `!say script agent: starting
 !ask Which word should I add to README.md?
 !write README.md {answer}
@@ -119,8 +120,14 @@ func (a scriptAgent) turn(message string, resumed bool) int {
 	}
 	lines := strings.Split(script, "\n")
 	if pos >= len(lines) && resumed {
-		fmt.Fprintln(a.out, "nothing left to do; follow-up noted")
-		return 0
+		// A follow-up to a finished script that is itself a script runs
+		// it (tests of follow-up turns that change the repository).
+		if !strings.HasPrefix(strings.TrimSpace(message), "!") {
+			fmt.Fprintln(a.out, "nothing left to do; follow-up noted")
+			return 0
+		}
+		script, pos, answer = message, 0, ""
+		lines = strings.Split(script, "\n")
 	}
 	for i := pos; i < len(lines); i++ {
 		line := strings.TrimSpace(lines[i])
