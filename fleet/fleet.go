@@ -211,7 +211,6 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	f.notify.start()
-	f.bg.wg.Add(2)
 	f.bg.wg.Add(3)
 	go f.tickLoop()
 	go f.watchVM()
