@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -441,8 +442,24 @@ func (f *Fleet) pr(ctx context.Context, caller keys.Actor, name, repo string) (P
 	if err != nil {
 		return PR{}, f.safeErr(err)
 	}
+	// Every call the gateway makes on the forge for someone is an audit
+	// row, a read too (the watcher's own polls are not: they act for no
+	// one, and what they change is an Event).
+	e := f.entry(caller, "pr.get", name)
+	e.Detail = d.URL
 	card, err := f.refreshPR(ctx, d)
+	f.recordForgeCall(ctx, e, err)
 	return card, f.safeErr(err)
+}
+
+// recordForgeCall writes the audit row of a read made on the forge for a
+// caller, with its outcome.
+func (f *Fleet) recordForgeCall(ctx context.Context, e audit.Entry, err error) {
+	if err != nil {
+		f.audit.Finish(ctx, e, err, forgeResult(err))
+		return
+	}
+	_ = f.audit.Record(ctx, e)
 }
 
 // refreshPR asks the forge for d's card, saves it when it changed and
@@ -623,10 +640,15 @@ func (f *Fleet) repos(ctx context.Context, caller keys.Actor, account, query str
 	if err != nil {
 		return nil, f.safeErr(err)
 	}
+	e := f.entry(caller, "repos.list", account)
+	e.Detail = "query " + strconv.Quote(query)
 	out, err := f.forge.Repos(ctx, token, query, reposLimit)
 	if err != nil {
-		return nil, f.safeErr(forgeErr("list the repositories of account "+account, err))
+		err = forgeErr("list the repositories of account "+account, err)
+		f.recordForgeCall(ctx, e, err)
+		return nil, f.safeErr(err)
 	}
+	f.recordForgeCall(ctx, e, nil)
 	if out == nil {
 		out = []forge.RepoInfo{}
 	}

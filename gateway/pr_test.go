@@ -139,6 +139,14 @@ func TestPullRequestEndToEnd(t *testing.T) {
 	if rows := g.auditRows("pr.open"); len(rows) != 1 || !strings.Contains(rows[0].Detail, card.URL) || rows[0].Result != "ok" {
 		t.Errorf("audit pr.open: %+v", rows)
 	}
+	// The account's repositories, from the forge: an audit row like every
+	// forge call made for someone.
+	if out, code := ssh("repos", "--json", "widget"); code != 0 || !strings.Contains(out, `"name": "widget"`) {
+		t.Errorf("ssh repos widget: exit %d\n%s", code, out)
+	}
+	if rows := g.auditRows("repos.list"); len(rows) != 1 || rows[0].Actor != "alice" || rows[0].Result != "ok" {
+		t.Errorf("audit repos.list: %+v", rows)
+	}
 	// A second pr shows the card, opens nothing.
 	if out, code := ssh("pr", box); code != 0 || !strings.Contains(out, "state:") || strings.Contains(out, "opened") {
 		t.Errorf("second ssh pr: exit %d\n%s", code, out)
@@ -159,6 +167,9 @@ func TestPullRequestEndToEnd(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no pr_checks event within 75 s of the status")
 		}
+	}
+	if rows := g.auditRows("pr.get"); len(rows) == 0 || !strings.Contains(rows[0].Detail, card.URL) {
+		t.Errorf("audit pr.get (the card read from the forge for alice): %+v", rows)
 	}
 	notified(hook, "done", box)
 	notified(chat, "done", box)
