@@ -608,6 +608,8 @@ var mcpTools = map[string]mcpTool{
 	"notify_add":     {args: map[string]any{"name": "n", "kind": "webhook", "url": "http://"}, write: true, right: invalid, other: invalid},
 	"notify_remove":  {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound, destructive: true},
 	"notify_test":    {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound},
+	"notify_enable":  {args: map[string]any{"name": "nosuch", "enabled": false}, write: true, right: notFound, other: notFound},
+	"notify_log":     {args: map[string]any{"name": "nosuch"}, right: notFound, other: notFound},
 	// Nothing committed: nothing to open, no pull request to act on.
 	"pr_open":      {args: map[string]any{"box": "{box}"}, write: true, right: invalid},
 	"pr_get":       {args: map[string]any{"box": "{box}"}, right: notFound},

@@ -175,11 +175,11 @@ func wantToolError(t testing.TB, res *sdk.CallToolResult, want ...string) {
 // allTools is the list.
 var allTools = []string{"delegate", "list", "status", "watch", "answer", "inbox", "diff", "list_artifacts",
 	"read_artifact", "keep", "sleep", "wake", "teardown",
-	"notify_list", "notify_add", "notify_remove", "notify_test",
+	"notify_list", "notify_add", "notify_remove", "notify_test", "notify_enable", "notify_log",
 	"pr_open", "pr_get", "pr_merge", "pr_close", "repos", "title", "repo_add",
 	"ask", "inbox_remove", "pool", "pool_set", "allow"}
 
-var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown", "notify_add", "notify_remove", "notify_test", "pr_open", "pr_merge", "pr_close", "title", "repo_add", "ask", "inbox_remove", "pool_set", "allow"}
+var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown", "notify_add", "notify_remove", "notify_test", "notify_enable", "pr_open", "pr_merge", "pr_close", "title", "repo_add", "ask", "inbox_remove", "pool_set", "allow"}
 
 func TestToolsListedInBothModes(t *testing.T) {
 	f := newFront(t, Options{})

@@ -59,7 +59,49 @@ type TestOut struct {
 	At         time.Time `json:"at"`
 }
 
+// EnableIn turns a channel on or off.
+type EnableIn struct {
+	Name    string `json:"name" jsonschema:"the channel name, as notify_list shows it"`
+	Enabled bool   `json:"enabled" jsonschema:"true sends to it again; false stops sending (its deliveries wait)"`
+}
+
+// NotifyLogIn asks for a channel's latest deliveries.
+type NotifyLogIn struct {
+	Name  string `json:"name" jsonschema:"the channel name, as notify_list shows it"`
+	Limit int    `json:"limit,omitempty" jsonschema:"how many, newest first (default 20, at most 100)"`
+}
+
+// DeliveriesOut is a channel's delivery log, newest first.
+type DeliveriesOut struct {
+	Deliveries []fleet.Delivery `json:"deliveries"`
+}
+
 func (h *handler) addNotifyTools() {
+	add(h, tool{name: "notify_enable", title: "Turn a notification channel on or off", write: true,
+		desc: "Turn one of your notification channels on (enabled=true) or off (enabled=false) without removing it."},
+		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, in EnableIn) (*sdk.CallToolResult, ChannelOut, error) {
+			ch, err := h.fleet.SetChannelEnabled(ctx, c.actor, in.Name, in.Enabled)
+			if err != nil {
+				return nil, ChannelOut{}, err
+			}
+			return nil, channelOut(ch), nil
+		})
+	add(h, tool{name: "notify_log", title: "A notification channel's delivery log",
+		desc: "The latest deliveries of one of your notification channels: event, box, status (pending, delivered, failed), attempts, the receiver's last HTTP status and error."},
+		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, in NotifyLogIn) (*sdk.CallToolResult, DeliveriesOut, error) {
+			limit := in.Limit
+			if limit == 0 {
+				limit = 20
+			}
+			list, err := h.fleet.Deliveries(ctx, c.actor, in.Name, limit)
+			if err != nil {
+				return nil, DeliveriesOut{}, err
+			}
+			if list == nil {
+				list = []fleet.Delivery{}
+			}
+			return nil, DeliveriesOut{Deliveries: list}, nil
+		})
 	add(h, tool{name: "notify_list", title: "List notification channels",
 		desc: "List your notification channels (webhook, ntfy, Slack): where you hear that a box waits, is done or failed, and the events each gets. Secrets are never shown."},
 		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, ChannelsOut, error) {

@@ -64,6 +64,19 @@ func TestNotifyTools(t *testing.T) {
 	if g := hook.All(); len(g) != 1 || g[0].Bad != "" || g[0].Note["type"] != "test" {
 		t.Errorf("receiver: %+v", g)
 	}
+	if got := out[DeliveriesOut](t, call(ro, "notify_log", map[string]any{"name": "hook"})); len(got.Deliveries) != 1 ||
+		got.Deliveries[0].Status != fleet.DeliveryDelivered || got.Deliveries[0].LastStatus != 200 {
+		t.Errorf("notify_log: %+v", got)
+	}
+	if got := out[ChannelOut](t, call(alice, "notify_enable", map[string]any{"name": "hook", "enabled": false})); got.Enabled {
+		t.Errorf("notify_enable false: %+v", got)
+	}
+	if got := out[ChannelsOut](t, call(alice, "notify_list", nil)); len(got.Channels) != 1 || got.Channels[0].Enabled {
+		t.Errorf("after disabling: %+v", got)
+	}
+	if got := out[ChannelOut](t, call(alice, "notify_enable", map[string]any{"name": "hook", "enabled": true})); !got.Enabled {
+		t.Errorf("notify_enable true: %+v", got)
+	}
 	hook.Respond(func(int) (int, string) { return 410, "" })
 	if res := call(alice, "notify_test", map[string]any{"name": "hook"}); !res.IsError || !strings.Contains(text(res), "HTTP 410") {
 		t.Errorf("notify_test of a refusing receiver: %s", text(res))
@@ -80,6 +93,9 @@ func TestNotifyTools(t *testing.T) {
 		{alice, "notify_add", map[string]any{"name": "x", "kind": "pager", "url": "https://example.com/"}, "want webhook, ntfy or slack"},
 		{bob, "notify_remove", map[string]any{"name": "hook"}, "not found"},
 		{bob, "notify_test", map[string]any{"name": "hook"}, "not found"},
+		{bob, "notify_enable", map[string]any{"name": "hook", "enabled": false}, "not found"},
+		{bob, "notify_log", map[string]any{"name": "hook"}, "not found"},
+		{ro, "notify_enable", map[string]any{"name": "hook", "enabled": false}, "scope"},
 	} {
 		if res := call(c.cs, c.tool, c.args); !res.IsError || !strings.Contains(text(res), c.says) {
 			t.Errorf("%s %v: %s, want an error saying %q", c.tool, c.args, text(res), c.says)
