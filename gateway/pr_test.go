@@ -141,7 +141,7 @@ func TestPullRequestEndToEnd(t *testing.T) {
 	}
 	// The account's repositories, from the forge: an audit row like every
 	// forge call made for someone.
-	if out, code := ssh("repos", "--json", "widget"); code != 0 || !strings.Contains(out, `"name": "widget"`) {
+	if out, code := ssh("repos", "--json", "widget"); code != 0 || !strings.Contains(out, `"repo": "`+repo.String()+`"`) {
 		t.Errorf("ssh repos widget: exit %d\n%s", code, out)
 	}
 	if rows := g.auditRows("repos.list"); len(rows) != 1 || rows[0].Actor != "alice" || rows[0].Result != "ok" {

@@ -174,19 +174,28 @@ func TestShippedFrontsHaveNoTestHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(ctx)
+	// A user's own action named "test": send a test notification to one
+	// of the caller's channels, through the same core call on every front
+	// (README "What each front can do"). Named here one by one, so a new
+	// command or route with "test" in it still fails until someone says
+	// what it is for.
+	userActions := map[string]bool{
+		"notify test":                       true,
+		"POST /settings/notify/{name}/test": true,
+	}
 	cmds := srv.ssh.Commands()
 	if len(cmds) == 0 {
 		t.Fatal("the SSH front lists no commands")
 	}
 	for _, c := range cmds {
 		for _, word := range strings.Fields(c.Path) {
-			if strings.HasPrefix(word, "test") {
+			if strings.HasPrefix(word, "test") && !userActions[c.Path] {
 				t.Errorf("ssh command %q is a test hook", c.Path)
 			}
 		}
 	}
 	for _, r := range srv.http.Handler.(*web.Server).Routes() {
-		if strings.Contains(r, "/test") {
+		if strings.Contains(r, "/test") && !userActions[r] {
 			t.Errorf("HTTP route %q is a test hook", r)
 		}
 	}

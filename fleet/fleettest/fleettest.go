@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/fleet/forge"
 	"sbx.dev/sbx/fleet/gittest"
 	"sbx.dev/sbx/fleet/seal"
 	"sbx.dev/sbx/internal/testutil"
@@ -184,8 +186,18 @@ func New(t testing.TB, o Options) *Env {
 		p.Spec.MemoryMiB = 512
 	}
 	p.TickEvery = time.Hour
+	// The git server's API is GitHub's (Enterprise path): the pull request
+	// commands reach it as a gateway with git.kind github reaches its host.
+	base, err := url.Parse(e.Git.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, err := forge.NewGitHub(base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.Config = fleet.Config{Store: e.Store, VM: machines, Accounts: acc, Audit: e.Audit, Redactor: red, DataDir: e.Data,
-		MCP: e.Store, Notify: e.Store, Sealer: e.Sealer, Policy: p, Now: o.Now, Logger: e.Logger}
+		MCP: e.Store, Notify: e.Store, Sealer: e.Sealer, Forge: gh, Policy: p, Now: o.Now, Logger: e.Logger}
 	if o.Configure != nil {
 		o.Configure(&e.Config)
 	}

@@ -38,13 +38,28 @@ func ParseKind(s string) (Kind, error) {
 	return "", fmt.Errorf("forge kind %q: want github or gitea (forgejo): %w", s, errkind.Invalid)
 }
 
-// Repo is a repository on the host.
+// Repo is a repository on the host. In JSON it is one string,
+// "owner/name", as every front writes a repository (a box's repos, MCP's
+// answers), so a script reads .repo the same way from each.
 type Repo struct {
-	Owner string `json:"owner"`
-	Name  string `json:"name"`
+	Owner string
+	Name  string
 }
 
 func (r Repo) String() string { return r.Owner + "/" + r.Name }
+
+// MarshalText writes "owner/name".
+func (r Repo) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads "owner/name": two non-empty parts, one slash.
+func (r *Repo) UnmarshalText(b []byte) error {
+	owner, name, ok := strings.Cut(string(b), "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("repository %q: want owner/name: %w", b, errkind.Invalid)
+	}
+	*r = Repo{Owner: owner, Name: name}
+	return nil
+}
 
 // RepoInfo is one repository an account can reach.
 type RepoInfo struct {

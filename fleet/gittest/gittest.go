@@ -264,8 +264,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, User: user, Status: rec.status})
 		s.mu.Unlock()
 	}()
-	if r.URL.Path == "/api/v3/user" {
+	switch r.URL.Path {
+	case "/api/v3/user":
 		s.serveUser(rec, r)
+		return
+	case "/api/v3/user/repos":
+		s.serveUserRepos(rec, r)
 		return
 	}
 	m := repoPath.FindStringSubmatch(r.URL.Path)
@@ -339,6 +343,55 @@ func (s *Server) serveUser(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("GitHub-Authentication-Token-Expiration", id.Expires.UTC().Format("2006-01-02 15:04:05 UTC"))
 	}
 	json.NewEncoder(w).Encode(map[string]any{"login": id.Login, "id": 1, "type": "User"})
+}
+
+// serveUserRepos answers GET /api/v3/user/repos as GitHub's REST API
+// does, on one page: the repositories the token reaches (every one for
+// Token), each private with "main" as its default branch, most recently
+// pushed first.
+func (s *Server) serveUserRepos(w http.ResponseWriter, r *http.Request) {
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		tok, _ = strings.CutPrefix(auth, "token ")
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	reach, known := s.opts.Tokens[tok]
+	all := tok != "" && s.opts.Token != "" && equal(tok, s.opts.Token)
+	if !known && !all {
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}`)
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(s.Root, "*", "*.git"))
+	type repo struct {
+		full    string
+		updated time.Time
+	}
+	var found []repo
+	for _, d := range dirs {
+		full := filepath.Base(filepath.Dir(d)) + "/" + strings.TrimSuffix(filepath.Base(d), ".git")
+		if !all && !slices.Contains(reach, full) {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(d, "refs", "heads"))
+		if err != nil {
+			continue
+		}
+		found = append(found, repo{full, fi.ModTime()})
+	}
+	slices.SortFunc(found, func(a, b repo) int { return b.updated.Compare(a.updated) })
+	out := []map[string]any{}
+	for i, f := range found {
+		owner, name, _ := strings.Cut(f.full, "/")
+		out = append(out, map[string]any{
+			"id": i + 1, "name": name, "full_name": f.full, "owner": map[string]any{"login": owner, "type": "Organization"},
+			"private": true, "default_branch": "main", "description": "",
+			"html_url": s.URL + "/" + f.full, "clone_url": s.URL + "/" + f.full + ".git",
+			"updated_at": f.updated.UTC().Format(time.RFC3339), "pushed_at": f.updated.UTC().Format(time.RFC3339),
+		})
+	}
+	json.NewEncoder(w).Encode(out)
 }
 
 // authorize returns 200, 401 (no or wrong token) or 404 (token valid but

@@ -112,7 +112,8 @@ func (c *call) newCmd() *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				return writeJSON(cmd.OutOrStdout(), newResult{Box: b, MentionedRepos: mentioned})
+				// A list, never null: a script reads .mentioned_repos[] either way.
+				return writeJSON(cmd.OutOrStdout(), newResult{Box: b, MentionedRepos: append([]string{}, mentioned...)})
 			}
 			for _, r := range mentioned {
 				fmt.Fprintf(cmd.ErrOrStderr(), "the task names %s: add it with --repo %s (to this box: %s repo add %s %s)\n", r, r, c.usagePrefix(), b.Name, r)

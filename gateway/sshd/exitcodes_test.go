@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
+	"sbx.dev/sbx/fleet/fleettest"
 )
 
 // Exit codes of README's "Exit codes" table.
@@ -23,7 +24,9 @@ const (
 // every command that can succeed without a box (the box commands'
 // --json runs in TestBoxCommands). A command without a row fails.
 func TestCommandsOverSSH(t *testing.T) {
-	g := newGatewayWith(t, func(o *Options) { o.WebURL = func() string { return "http://127.0.0.1:8080" } })
+	hook := fleettest.NewReceiver(t, "webhook")
+	g := newGatewayFrom(t, fleettest.Options{NoAccount: true, Configure: trustReceivers(t, hook)},
+		func(o *Options) { o.WebURL = func() string { return "http://127.0.0.1:8080" } })
 	const nobox = "no-such-box"
 	type row struct {
 		notFound []string // arguments naming something missing (as root)
@@ -62,9 +65,15 @@ func TestCommandsOverSSH(t *testing.T) {
 		"notify log":      {notFound: []string{"nosuch"}},
 		"new":             {box: true},
 		"pool":            {},
+		"pr":              {notFound: []string{nobox}, box: true}, // with a real forge: gateway's TestPullRequestEndToEnd
+		"pr close":        {notFound: []string{nobox}, box: true},
+		"pr merge":        {notFound: []string{nobox}, box: true},
+		"repo add":        {notFound: []string{nobox, "acme/widget"}, box: true},
+		"repos":           {},
 		"rm":              {notFound: []string{nobox}, box: true},
 		"sleep":           {notFound: []string{nobox}, box: true},
 		"status":          {notFound: []string{nobox}, box: true},
+		"title":           {notFound: []string{nobox, "x"}, box: true},
 		"token create":    {},
 		"token ls":        {},
 		"token rm":        {notFound: []string{"nosuch"}},
@@ -119,6 +128,7 @@ func TestCommandsOverSSH(t *testing.T) {
 	carol, carolKey := authorized(newSigner(t)), authorized(newSigner(t))
 	var token struct{ ID string }
 	var account struct{ Login, Probed string }
+	var repos []struct{ Repo string }
 	steps := []struct {
 		user, stdin string
 		args        []string
@@ -139,10 +149,18 @@ func TestCommandsOverSSH(t *testing.T) {
 		{"alice", g.token + "\n", []string{"account", "add", "work", "--probe", "acme/widget", "--json"}, &account},
 		{"alice", "", []string{"account", "ls", "--json"}, nil},
 		{"alice", "", []string{"account", "default", "work", "--json"}, nil},
+		{"alice", "", []string{"repos", "--json", "widget"}, &repos},
 		{"alice", "", []string{"account", "rm", "work", "--json"}, nil},
 		{"alice", "", []string{"mcp", "add", "docs", "https://example.com/mcp", "--json"}, nil},
 		{"alice", "", []string{"mcp", "ls", "--json"}, nil},
 		{"alice", "", []string{"mcp", "rm", "docs", "--json"}, nil},
+		{"alice", "", []string{"notify", "add", "hook", "--kind", "webhook", "--url", hook.URL(), "--json"}, nil},
+		{"alice", "", []string{"notify", "ls", "--json"}, nil},
+		{"alice", "", []string{"notify", "disable", "hook", "--json"}, nil},
+		{"alice", "", []string{"notify", "enable", "hook", "--json"}, nil},
+		{"alice", "", []string{"notify", "test", "hook", "--json"}, nil},
+		{"alice", "", []string{"notify", "log", "hook", "--json"}, nil},
+		{"alice", "", []string{"notify", "rm", "hook", "--json"}, nil},
 		{"alice", "", []string{"login", "--json"}, nil},
 		{"root", "", []string{"pool", "--json"}, nil},
 		{"root", "", []string{"audit", "--json", "--limit", "3"}, nil},
@@ -151,6 +169,9 @@ func TestCommandsOverSSH(t *testing.T) {
 	defer func() {
 		if account.Login == "" || account.Probed != "acme/widget" {
 			t.Errorf("account add --json: %+v, want the token's login and the probed repository", account)
+		}
+		if len(repos) != 1 || repos[0].Repo != "acme/widget" {
+			t.Errorf("repos --json widget: %+v, want acme/widget", repos)
 		}
 	}()
 	covered := map[string]bool{}

@@ -53,12 +53,19 @@ func newGateway(t testing.TB) *gateway {
 // newGatewayWith is newGateway with a hook that adjusts the front's options.
 func newGatewayWith(t testing.TB, adjust func(*Options)) *gateway {
 	t.Helper()
+	return newGatewayFrom(t, fleettest.Options{NoAccount: true}, adjust)
+}
+
+// newGatewayFrom is the SSH front over a core built with fo, its options
+// adjusted by adjust (nil: as they are).
+func newGatewayFrom(t testing.TB, fo fleettest.Options, adjust func(*Options)) *gateway {
+	t.Helper()
 	for _, tool := range []string{"ssh", "scp", "sftp"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs the OpenSSH client (%s)", tool)
 		}
 	}
-	h := fleettest.New(t, fleettest.Options{NoAccount: true})
+	h := fleettest.New(t, fo)
 	g := &gateway{t: t, h: h, fleet: h.Fleet, vms: h.VM, token: h.Token, git: h.Git, keys: h.KeyFiles, actors: h.Actors,
 		logs: h.Logs, audit: h.Audit}
 	o := Options{

@@ -1,17 +1,12 @@
 package sshd
 
 import (
-	"context"
 	"encoding/json"
-	"net"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/fleettest"
-	"sbx.dev/sbx/gateway/throttle"
 	"sbx.dev/sbx/internal/netpolicy"
 )
 
@@ -20,9 +15,13 @@ import (
 // addresses as an operator trusts a private upstream.
 func newNotifyGateway(t *testing.T, recv ...*fleettest.Receiver) *gateway {
 	t.Helper()
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("needs the OpenSSH client")
-	}
+	return newGatewayFrom(t, fleettest.Options{NoAccount: true, NoMachines: true, Configure: trustReceivers(t, recv...)}, nil)
+}
+
+// trustReceivers configures a core to reach the receivers' loopback
+// addresses, as an operator trusts a private upstream.
+func trustReceivers(t *testing.T, recv ...*fleettest.Receiver) func(*fleet.Config) {
+	t.Helper()
 	var trust []string
 	for _, r := range recv {
 		trust = append(trust, r.HostPort())
@@ -31,26 +30,7 @@ func newNotifyGateway(t *testing.T, recv ...*fleettest.Receiver) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fleettest.New(t, fleettest.Options{NoAccount: true, NoMachines: true, Configure: func(c *fleet.Config) { c.PrivateUpstreams = tr }})
-	g := &gateway{t: t, h: h, fleet: h.Fleet, token: h.Token, git: h.Git, keys: h.KeyFiles, actors: h.Actors, logs: h.Logs, audit: h.Audit}
-	srv, err := New(Options{HostKey: newSigner(t), Identity: h.Keys, Audit: h.Audit, Fleet: h.Fleet, Logger: h.Logger,
-		Throttle: throttle.NewAuth(1000, time.Minute, nil), IdleTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	g.addr = ln.Addr().String()
-	_, g.port, _ = net.SplitHostPort(g.addr)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return g
+	return func(c *fleet.Config) { c.PrivateUpstreams = tr }
 }
 
 // TestNotifyCommands drives the notify family through the real OpenSSH

@@ -82,22 +82,30 @@ func TestNewReportsSteps(t *testing.T) {
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("new --json: exit %d, stderr %q", r.code, r.stderr)
 	}
-	// One JSON object, whose keys are the box's (fleet.Box's JSON names).
+	// One JSON object, whose keys are the box's (fleet.Box's JSON names)
+	// and new's own: mentioned_repos, the repositories the task names
+	// that it was not given.
 	dec := json.NewDecoder(strings.NewReader(r.stdout))
 	var obj map[string]any
 	if err := dec.Decode(&obj); err != nil || dec.More() {
 		t.Fatalf("new --json is not one object: %v\n%s", err, r.stdout)
 	}
 	keys := map[string]bool{}
-	bt := reflect.TypeFor[fleet.Box]()
-	for i := range bt.NumField() {
-		name, _, _ := strings.Cut(bt.Field(i).Tag.Get("json"), ",")
-		keys[name] = true
+	for _, typ := range []reflect.Type{reflect.TypeFor[fleet.Box](), reflect.TypeFor[newResult]()} {
+		for i := range typ.NumField() {
+			if f := typ.Field(i); !f.Anonymous {
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				keys[name] = true
+			}
+		}
 	}
 	for k := range obj {
 		if !keys[k] {
 			t.Errorf("new --json has %q, no field of the box", k)
 		}
+	}
+	if _, ok := obj["mentioned_repos"]; !ok {
+		t.Errorf("new --json has no mentioned_repos: %s", r.stdout)
 	}
 	name, _ = obj["name"].(string)
 	if state := obj["state"]; name == "" || (state != "running" && state != "done") {
