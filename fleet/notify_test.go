@@ -231,6 +231,24 @@ func TestNotifyEventsReachChannels(t *testing.T) {
 	ntfy.Wait(t, "failed", textHas(" failed"))
 
 	time.Sleep(time.Second)
+	if got := len(ntfy.All()); got != 5 {
+		t.Errorf("ntfy got %d requests, want 5", got)
+	}
+	checkEachOnce(ctx, t, e.fleet, e.alice, hook, slack, bobs)
+	if _, err := e.fleet.Deliveries(ctx, e.bob, "team", 0); !errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("bob reading alice's delivery log: %v", err)
+	}
+}
+
+// flakyEnv is a core with one webhook channel "hook" at r, and a box whose
+
+// checkEachOnce: after the five kinds of event (waiting, done, expiring,
+// pr_checks, failed), alice's webhook got each once, well formed and with
+// ids that never repeat; her Slack channel only the two it asked for
+// (done, waiting); bob's channel nothing; and her delivery log holds five
+// deliveries, each delivered at the first attempt.
+func checkEachOnce(ctx context.Context, t *testing.T, f *fleet.Fleet, alice keys.Actor, hook, slack, bobs *fleettest.Receiver) {
+	t.Helper()
 	count := func(r *fleettest.Receiver, kind string) int {
 		n := 0
 		for _, g := range r.All() {
@@ -248,9 +266,6 @@ func TestNotifyEventsReachChannels(t *testing.T) {
 			t.Errorf("webhook got %d %q notifications, want 1", c, k)
 		}
 	}
-	if got := len(ntfy.All()); got != 5 {
-		t.Errorf("ntfy got %d requests, want 5", got)
-	}
 	if got := len(slack.All()); got != 2 {
 		t.Errorf("slack (done, waiting) got %d requests, want 2", got)
 	}
@@ -264,7 +279,7 @@ func TestNotifyEventsReachChannels(t *testing.T) {
 	if len(ids) != len(hook.All()) {
 		t.Errorf("webhook ids repeat across distinct notifications: %v", ids)
 	}
-	log, err := e.fleet.Deliveries(ctx, e.alice, "hook", 0)
+	log, err := f.Deliveries(ctx, alice, "hook", 0)
 	if err != nil || len(log) != 5 {
 		t.Fatalf("delivery log: %d %v", len(log), err)
 	}
@@ -273,12 +288,8 @@ func TestNotifyEventsReachChannels(t *testing.T) {
 			t.Errorf("delivery %+v", d)
 		}
 	}
-	if _, err := e.fleet.Deliveries(ctx, e.bob, "team", 0); !errors.Is(err, fleet.ErrNotFound) {
-		t.Errorf("bob reading alice's delivery log: %v", err)
-	}
 }
 
-// flakyEnv is a core with one webhook channel "hook" at r, and a box whose
 // pull-request events the tests publish.
 func flakyEnv(t *testing.T, r *fleettest.Receiver) (*nenv, string) {
 	e := notifyEnv(t, fleet.Policy{}, fleet.NotifyConfig{DigestHour: 23}, r)

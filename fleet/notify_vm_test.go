@@ -131,43 +131,5 @@ func TestNotifyEventsFromRealBoxes(t *testing.T) {
 
 	// Each once; the slack channel only what it asked for; bob nothing.
 	time.Sleep(time.Second)
-	count := func(r *fleettest.Receiver, kind string) int {
-		n := 0
-		for _, g := range r.All() {
-			if g.Bad != "" {
-				t.Errorf("%s receiver: a malformed request: %s", r.Kind, g.Bad)
-			}
-			if g.Note["type"] == kind {
-				n++
-			}
-		}
-		return n
-	}
-	for _, k := range []string{"waiting", "done", "expiring", "pr_checks", "failed"} {
-		if c := count(hook, k); c != 1 {
-			t.Errorf("webhook got %d %q notifications, want 1", c, k)
-		}
-	}
-	if got := len(slack.All()); got != 2 {
-		t.Errorf("slack (done, waiting) got %d requests, want 2", got)
-	}
-	if got := len(bobs.All()); got != 0 {
-		t.Errorf("bob's channel got %d of alice's notifications", got)
-	}
-	ids := map[string]bool{}
-	for _, g := range hook.All() {
-		ids[g.Header.Get("webhook-id")] = true
-	}
-	if len(ids) != len(hook.All()) {
-		t.Errorf("webhook ids repeat across distinct notifications: %v", ids)
-	}
-	log, err := e.fleet.Deliveries(ctx, e.alice, "hook", 0)
-	if err != nil || len(log) != 5 {
-		t.Fatalf("delivery log: %d %v", len(log), err)
-	}
-	for _, d := range log {
-		if d.Status != fleet.DeliveryDelivered || d.LastStatus != 200 || d.Attempts != 1 || d.Delivered.IsZero() {
-			t.Errorf("delivery %+v", d)
-		}
-	}
+	checkEachOnce(ctx, t, e.fleet, e.alice, hook, slack, bobs)
 }
