@@ -150,6 +150,22 @@ type background struct {
 	wg     sync.WaitGroup
 }
 
+// every runs fn each period until Close, in the group Close waits for.
+func (b *background) every(period time.Duration, fn func(context.Context)) {
+	b.wg.Go(func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-t.C:
+				fn(b.ctx)
+			}
+		}
+	})
+}
+
 // livePolicy is the Policy in force; SetPool changes its warm pool's size.
 type livePolicy struct {
 	mu sync.Mutex
@@ -211,10 +227,10 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	f.notify.start()
-	f.bg.wg.Add(3)
-	go f.tickLoop()
-	go f.watchVM()
-	go f.watchPRs()
+	p := f.policy.get()
+	f.bg.every(p.TickEvery, f.Tick)
+	f.bg.every(p.PRPollEvery, f.watchPRs)
+	f.bg.wg.Go(f.watchVM)
 	f.pool.refill()
 	return f, nil
 }

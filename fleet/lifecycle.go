@@ -124,22 +124,6 @@ func (f *Fleet) destroyLocked(ctx context.Context, caller keys.Actor, rec *recor
 	return nil
 }
 
-// tickLoop runs the lifecycle timers every Policy.TickEvery.
-func (f *Fleet) tickLoop() {
-	defer f.bg.wg.Done()
-	every := f.policy.get().TickEvery
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.bg.ctx.Done():
-			return
-		case <-t.C:
-			f.Tick(f.bg.ctx)
-		}
-	}
-}
-
 // Tick runs the lifecycle timers once against the Fleet's clock: idle
 // boxes go to sleep, sleeping boxes past their TTL (and not kept) are
 // destroyed, and the warm pool is refilled. New runs it periodically;
@@ -293,7 +277,6 @@ func (f *Fleet) recover(ctx context.Context) error {
 
 // watchVM turns machine failures (max duration, a crash) into box failures.
 func (f *Fleet) watchVM() {
-	defer f.bg.wg.Done()
 	for ev := range f.vm.Events(f.bg.ctx) {
 		if ev.To == vm.Destroyed && f.net != nil {
 			// Destroyed through another gateway of a cluster: stop serving

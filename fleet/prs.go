@@ -655,23 +655,12 @@ func (f *Fleet) repos(ctx context.Context, caller keys.Actor, account, query str
 	return out, nil
 }
 
-// watchPRs asks the forge about every open pull request each
-// Policy.PRPollEvery: one gateway of a cluster does (it holds the lease
-// while it lives).
-func (f *Fleet) watchPRs() {
-	defer f.bg.wg.Done()
-	every := f.policy.get().PRPollEvery
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.bg.ctx.Done():
-			return
-		case <-t.C:
-			if f.forge != nil && f.leases.once(f.bg.ctx, "prs/watch", 3*every) {
-				f.pollPRs(f.bg.ctx)
-			}
-		}
+// watchPRs, each Policy.PRPollEvery, asks the forge about every open pull
+// request: one gateway of a cluster does (it holds the lease while it
+// lives).
+func (f *Fleet) watchPRs(ctx context.Context) {
+	if f.forge != nil && f.leases.once(ctx, "prs/watch", 3*f.policy.get().PRPollEvery) {
+		f.pollPRs(ctx)
 	}
 }
 
