@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/hooks"
+	"sbx.dev/sbx/internal/netpolicy"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/redact"
 	"sbx.dev/sbx/vm/agent"
@@ -286,22 +288,14 @@ func (f *Fleet) stats(ctx context.Context, caller keys.Actor, name string) (Stat
 }
 
 func (f *Fleet) keep(ctx context.Context, caller keys.Actor, name string, keep bool) (Box, error) {
-	rec, lock, err := f.locks.lockBox(ctx, caller, name)
-	if err != nil {
-		return Box{}, f.safeErr(err)
-	}
-	defer lock.Unlock()
-	rec.Keep = keep
 	action := "box.keep"
 	if !keep {
 		action = "box.unkeep"
 	}
-	if err := f.records.save(ctx, rec, f.entry(caller, action, name)); err != nil {
-		return Box{}, f.safeErr(err)
-	}
-	f.events.emit(rec, EventState, action)
-	b, err := f.view(ctx, rec)
-	return b, f.safeErr(err)
+	return f.editBox(ctx, caller, name, action, EventState, func(rec *record) (string, error) {
+		rec.Keep = keep
+		return "", nil
+	})
 }
 
 func (f *Fleet) setAllow(ctx context.Context, caller keys.Actor, name string, domains []string) (Box, error) {
@@ -309,16 +303,65 @@ func (f *Fleet) setAllow(ctx context.Context, caller keys.Actor, name string, do
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
+	return f.editBox(ctx, caller, name, "box.allow", "", func(rec *record) (string, error) {
+		rec.Allow = allow
+		return strings.Join(allow, " "), nil
+	})
+}
+
+// editAllow takes remove out of the box's allow-list and puts add in, in
+// one change under the box's lock: two fronts adding at once both land.
+func (f *Fleet) editAllow(ctx context.Context, caller keys.Actor, name string, add, remove []string) (Box, error) {
+	if len(add) == 0 && len(remove) == 0 {
+		return Box{}, fmt.Errorf("allow-list: name a domain to add (example.com, *.example.com, example.com:8443) or one to remove: %w", ErrInvalid)
+	}
+	adding, err := cleanAllow(add)
+	if err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	gone := map[string]bool{}
+	for _, d := range remove {
+		if e, err := netpolicy.ParseEntry(d); err == nil {
+			d = e.String()
+		}
+		gone[d] = true
+	}
+	return f.editBox(ctx, caller, name, "box.allow", "", func(rec *record) (string, error) {
+		list := slices.DeleteFunc(slices.Clone(rec.Allow), func(d string) bool { return gone[d] })
+		allow, err := cleanAllow(append(list, adding...))
+		if err != nil {
+			return "", err
+		}
+		rec.Allow = allow
+		return strings.Join(allow, " "), nil
+	})
+}
+
+// editBox changes a box's record under its lock: change edits it and says
+// the audit row's detail, the save carries that row (action), an event of
+// kind (none when ""; a state event's note is the action) tells the
+// watchers, and the answer is the box as it now is.
+func (f *Fleet) editBox(ctx context.Context, caller keys.Actor, name, action, kind string, change func(*record) (string, error)) (Box, error) {
 	rec, lock, err := f.locks.lockBox(ctx, caller, name)
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
 	defer lock.Unlock()
-	rec.Allow = allow
-	e := f.entry(caller, "box.allow", name)
-	e.Detail = strings.Join(allow, " ")
+	detail, err := change(&rec)
+	if err != nil {
+		return Box{}, f.safeErr(err)
+	}
+	e := f.entry(caller, action, name)
+	e.Detail = detail
 	if err := f.records.save(ctx, rec, e); err != nil {
 		return Box{}, f.safeErr(err)
+	}
+	if kind != "" {
+		note := ""
+		if kind == EventState {
+			note = action
+		}
+		f.events.emit(rec, kind, note)
 	}
 	b, err := f.view(ctx, rec)
 	return b, f.safeErr(err)

@@ -165,6 +165,16 @@ func (f *Fleet) SetAllow(ctx context.Context, caller keys.Actor, name string, do
 	return f.setAllow(ctx, caller, name, domains)
 }
 
+// EditAllow adds domains to the box's egress allow-list and takes others
+// out, in one change (the list as it is when the change lands, not as the
+// caller last read it).
+func (f *Fleet) EditAllow(ctx context.Context, caller keys.Actor, name string, add, remove []string) (Box, error) {
+	if err := need(caller, keys.RightWrite, "set allow"); err != nil {
+		return Box{}, err
+	}
+	return f.editAllow(ctx, caller, name, add, remove)
+}
+
 // SetTitle changes the box's title (1–80 printable characters, one line);
 // its name stays. Owner or admin, audited, an EventTitle.
 func (f *Fleet) SetTitle(ctx context.Context, caller keys.Actor, name, title string) (Box, error) {

@@ -69,3 +69,6 @@ func (f *Fleet) TransitionForTest(ctx context.Context, name string, to State, te
 	rec.Updated = time.Time{}
 	return f.records.transition(ctx, &rec, to, system(), "box."+string(to), text)
 }
+
+// MaxAllow is the most entries a box's allow-list holds.
+const MaxAllow = maxAllow

@@ -193,7 +193,11 @@ func assertInvisible(t *testing.T, e *env, caller keys.Actor, name string) {
 		"wake":     func() error { _, err := e.fleet.Wake(ctx, caller, name); return err },
 		"keep":     func() error { _, err := e.fleet.Keep(ctx, caller, name, true); return err },
 		"allow":    func() error { _, err := e.fleet.SetAllow(ctx, caller, name, []string{"example.com"}); return err },
-		"stats":    func() error { _, err := e.fleet.Stats(ctx, caller, name); return err },
+		"editallow": func() error {
+			_, err := e.fleet.EditAllow(ctx, caller, name, []string{"example.com"}, nil)
+			return err
+		},
+		"stats": func() error { _, err := e.fleet.Stats(ctx, caller, name); return err },
 		"exec": func() error {
 			_, err := e.fleet.Exec(ctx, caller, name, fleet.ExecRequest{Argv: []string{"true"}})
 			return err

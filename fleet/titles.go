@@ -87,20 +87,10 @@ func (f *Fleet) setTitle(ctx context.Context, caller keys.Actor, name, title str
 	if err != nil {
 		return Box{}, f.safeErr(err)
 	}
-	rec, lock, err := f.locks.lockBox(ctx, caller, name)
-	if err != nil {
-		return Box{}, f.safeErr(err)
-	}
-	defer lock.Unlock()
-	rec.Title = t
-	e := f.entry(caller, "box.title", name)
-	e.Detail = t
-	if err := f.records.save(ctx, rec, e); err != nil {
-		return Box{}, f.safeErr(err)
-	}
-	f.events.emit(rec, EventTitle, "")
-	b, err := f.view(ctx, rec)
-	return b, f.safeErr(err)
+	return f.editBox(ctx, caller, name, "box.title", EventTitle, func(rec *record) (string, error) {
+		rec.Title = t
+		return t, nil
+	})
 }
 
 // MatchBox reports whether b matches a search query: the query (trimmed,

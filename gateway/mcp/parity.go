@@ -2,11 +2,11 @@ package mcp
 
 import (
 	"context"
-	"slices"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/internal/errkind"
 )
 
@@ -116,15 +116,13 @@ func (h *handler) addParityTools() {
 			if len(in.Domains) == 0 && !in.Replace {
 				return nil, AllowOut{}, invalid("domains: name at least one entry to add (or set replace=true to clear the list)")
 			}
-			list := in.Domains
-			if !in.Replace {
-				b, err := h.fleet.Get(ctx, c.actor, in.Box)
-				if err != nil {
-					return nil, AllowOut{}, err
-				}
-				list = append(slices.Clone(b.Allow), in.Domains...)
+			var b fleet.Box
+			var err error
+			if in.Replace {
+				b, err = h.fleet.SetAllow(ctx, c.actor, in.Box, in.Domains)
+			} else {
+				b, err = h.fleet.EditAllow(ctx, c.actor, in.Box, in.Domains, nil)
 			}
-			b, err := h.fleet.SetAllow(ctx, c.actor, in.Box, list)
 			if err != nil {
 				return nil, AllowOut{}, err
 			}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -530,18 +529,18 @@ func (c *call) allowCmd() *cobra.Command {
 	cmd := c.boxCmd("allow [--set] BOX [DOMAIN[:PORT]…]", "Add egress domains a box may reach, on ports 80 and 443 or DOMAIN:PORT (--set: replace the list; no domains: show it)",
 		cobra.MinimumNArgs(1),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, domains []string) error {
-			b, err := f.Get(cmd.Context(), c.actor, box)
+			var b fleet.Box
+			var err error
+			switch {
+			case set:
+				b, err = f.SetAllow(cmd.Context(), c.actor, box, domains)
+			case len(domains) > 0:
+				b, err = f.EditAllow(cmd.Context(), c.actor, box, domains, nil)
+			default:
+				b, err = f.Get(cmd.Context(), c.actor, box)
+			}
 			if err != nil {
 				return err
-			}
-			if len(domains) > 0 || set {
-				list := domains
-				if !set {
-					list = append(slices.Clone(b.Allow), domains...)
-				}
-				if b, err = f.SetAllow(cmd.Context(), c.actor, box, list); err != nil {
-					return err
-				}
 			}
 			if wantJSON(cmd) {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"box": b.Name, "allow": b.Allow})

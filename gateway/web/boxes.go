@@ -24,7 +24,7 @@ type boxes interface {
 	RemoveInbox(ctx context.Context, caller keys.Actor, name string, id int64) error
 	Diff(ctx context.Context, caller keys.Actor, name string) (fleet.Diff, error)
 	Ask(ctx context.Context, caller keys.Actor, name, question string, fresh bool) (redact.Safe, error)
-	SetAllow(ctx context.Context, caller keys.Actor, name string, domains []string) (fleet.Box, error)
+	EditAllow(ctx context.Context, caller keys.Actor, name string, add, remove []string) (fleet.Box, error)
 	Sleep(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
 	Wake(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
 	Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error)

@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 
 	"sbx.dev/sbx/fleet"
@@ -11,7 +10,7 @@ import (
 
 // The box page's tools beyond the lifecycle buttons: the side question
 // (SSH `ask`) and the allow-list editor (SSH `allow`). Every rule is the
-// core's (fleet.Ask, fleet.SetAllow); a refusal comes back in the panel
+// core's (fleet.Ask, fleet.EditAllow); a refusal comes back in the panel
 // with the status its kind deserves, and what was typed is kept.
 
 // ask runs a side question and shows its answer: the panel alone to htmx,
@@ -56,22 +55,12 @@ func (s *Server) setAllow(w http.ResponseWriter, r *http.Request) {
 	}
 	c, _ := callerFrom(r.Context())
 	name := r.PathValue("box")
-	b, err := core.Get(r.Context(), c.actor(), name)
-	if err != nil {
-		s.failPage(w, r, err)
-		return
-	}
 	e := views.AllowEdit{Add: strings.TrimSpace(r.PostFormValue("add"))}
-	add := strings.Fields(strings.ReplaceAll(e.Add, ",", " "))
-	remove := strings.TrimSpace(r.PostFormValue("remove"))
-	if len(add) == 0 && remove == "" {
-		e.Error = "add: name a domain (example.com, *.example.com, example.com:8443), or remove one"
-		s.boxPageWith(w, r, http.StatusBadRequest, views.BoxTools{Allow: e})
-		return
+	var remove []string
+	if d := strings.TrimSpace(r.PostFormValue("remove")); d != "" {
+		remove = []string{d}
 	}
-	list := slices.DeleteFunc(slices.Clone(b.Allow), func(d string) bool { return d == remove })
-	list = append(list, add...)
-	nb, err := core.SetAllow(r.Context(), c.actor(), name, list)
+	nb, err := core.EditAllow(r.Context(), c.actor(), name, strings.Fields(strings.ReplaceAll(e.Add, ",", " ")), remove)
 	if err != nil {
 		code, msg := shown(r, err)
 		if code == http.StatusNotFound || code == http.StatusInternalServerError {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,7 @@ import (
 
 // The scripted core's side question answers with the question it got (as
 // the script agent's side lane does); an empty one is refused like the
-// core refuses it. Its allow-list takes what it is given: the core's
+// core refuses it. Its allow-list edit takes what it is given: the core's
 // validation is checked over the real core (TestBrowserBoxToolsRealFleet).
 
 func (c *scriptedCore) Ask(_ context.Context, caller keys.Actor, name, question string, fresh bool) (redact.Safe, error) {
@@ -31,14 +32,17 @@ func (c *scriptedCore) Ask(_ context.Context, caller keys.Actor, name, question 
 	return c.red.String(fmt.Sprintf("side answer (fresh %v) to: %s", fresh, question)), nil
 }
 
-func (c *scriptedCore) SetAllow(_ context.Context, caller keys.Actor, name string, domains []string) (fleet.Box, error) {
+func (c *scriptedCore) EditAllow(_ context.Context, caller keys.Actor, name string, add, remove []string) (fleet.Box, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, err := c.box(caller, name)
 	if err != nil {
 		return fleet.Box{}, err
 	}
-	b.box.Allow = append([]string{}, domains...)
+	if len(add) == 0 && len(remove) == 0 {
+		return fleet.Box{}, fmt.Errorf("allow-list: name a domain to add or remove: %w", fleet.ErrInvalid)
+	}
+	b.box.Allow = append(slices.DeleteFunc(slices.Clone(b.box.Allow), func(d string) bool { return slices.Contains(remove, d) }), add...)
 	return b.box, nil
 }
 
