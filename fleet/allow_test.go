@@ -43,8 +43,11 @@ func TestEditAllowUnderTheLock(t *testing.T) {
 	}
 	before := got.Allow
 	for what, edit := range map[string]func() error{
-		"nothing":      func() error { _, err := e.fleet.EditAllow(ctx, e.alice, b.Name, nil, nil); return err },
-		"a bad domain": func() error { _, err := e.fleet.EditAllow(ctx, e.alice, b.Name, []string{"ok.example.com", "not a domain"}, nil); return err },
+		"nothing": func() error { _, err := e.fleet.EditAllow(ctx, e.alice, b.Name, nil, nil); return err },
+		"a bad domain": func() error {
+			_, err := e.fleet.EditAllow(ctx, e.alice, b.Name, []string{"ok.example.com", "not a domain"}, nil)
+			return err
+		},
 		"too many": func() error {
 			var many []string
 			for i := range fleet.MaxAllow {
