@@ -164,3 +164,20 @@ func TestPoolThroughTheConsole(t *testing.T) {
 		t.Errorf("audit rows %v, want %v", got, want)
 	}
 }
+
+// TestPoolWithoutTheCore: a console whose core has no warm pool (the
+// scripted one) says so with 503 on both routes, for admins too.
+func TestPoolWithoutTheCore(t *testing.T) {
+	c := newConsole(t, Options{})
+	admin := c.login("admin")
+	for _, method := range []string{"GET", "POST"} {
+		var form url.Values
+		if method == "POST" {
+			form = url.Values{"size": {"1"}}
+		}
+		resp, body := send(t, admin, method, c.URL+"/pool", form)
+		if resp.StatusCode != 503 || !strings.Contains(body, "the warm pool is not available") {
+			t.Errorf("%s /pool without a pool: %d, want 503:\n%s", method, resp.StatusCode, body)
+		}
+	}
+}
