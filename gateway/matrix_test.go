@@ -395,6 +395,8 @@ var httpRoutes = map[string]httpRoute{
 	"POST /settings/keys/{id}/revoke":        {path: "/settings/keys/{victim-key}/revoke", auth: "session", boxed: true},
 	"POST /settings/sessions/{id}/revoke":    {path: "/settings/sessions/{victim-session}/revoke", auth: "session", boxed: true},
 	"GET /audit":                             {path: "/audit", auth: "session-admin"},
+	"GET /pool":                              {path: "/pool", auth: "session-admin"},
+	"POST /pool":                             {path: "/pool", body: "size=0", auth: "session-admin"},
 	// Nothing committed in the matrix's box: nothing to open, nothing to
 	// merge or close.
 	"POST /boxes/{box}/pr":       {path: "/boxes/{box}/pr", body: "title=x", auth: "session", boxed: true, right: invalid},

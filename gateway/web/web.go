@@ -11,7 +11,8 @@
 // GET /boxes/{box}/stream (status and log SSE; id = log offset, so
 // Last-Event-ID resumes), /log.txt, /diff, /files, /artifact (download only,
 // sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy,title,repos},
-// GET /settings with its POSTs, GET /audit (admins), POST /csp-report,
+// GET /settings with its POSTs, GET /audit and GET|POST /pool (admins: the
+// warm pool, pool.go), POST /csp-report,
 // GET /static/. Every state-changing console route is a POST behind
 // http.CrossOriginProtection.
 package web
@@ -382,6 +383,8 @@ func (s *Server) consoleRoutes() {
 	s.handle("POST /settings/keys/{id}/revoke", s.page(s.revokeKey))
 	s.handle("POST /settings/sessions/{id}/revoke", s.page(s.revokeSession))
 	s.handle("GET /audit", s.page(s.auditPage))
+	s.handle("GET /pool", s.page(s.poolPage))
+	s.handle("POST /pool", s.page(s.setPool))
 }
 
 // staticHandler serves the embedded htmx and css; they change only with
