@@ -189,7 +189,8 @@ func (f *Fleet) cloneOnHost(ctx context.Context, caller keys.Actor, rs RepoSpec,
 	acct, token, err := f.settings.accounts.ForRepo(ctx, caller.User, repo)
 	if err != nil {
 		if errors.Is(err, accounts.ErrNoAccount) {
-			return clonedRepo{}, fmt.Errorf("repo %s: none of your GitHub accounts can reach it (add one with `account add`): %w: %w", full, ErrInvalid, err)
+			// err names the repository and what each account answered.
+			return clonedRepo{}, fmt.Errorf("repo %w; add an account that reaches it with `account add`: %w", err, ErrInvalid)
 		}
 		// The lookup failing is the core unavailable, whatever kind the
 		// store gave it: no "no such box" hint for a missing account.

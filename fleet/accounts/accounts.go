@@ -37,7 +37,7 @@ var (
 	// exist or the token cannot see it (GitHub does not tell which).
 	ErrUnreachable = errkind.New(errkind.NotFound, "repository not found or not visible to this token")
 	// ErrNoAccount: no account of the user can reach the repository.
-	ErrNoAccount = errors.New("no GitHub account can reach the repository")
+	ErrNoAccount = errors.New("none of the user's accounts reaches the repository")
 )
 
 // Account is what may be shown about a GitHub account: never the token.

@@ -384,7 +384,7 @@ func (s *Service) ForRepo(ctx context.Context, owner string, repo Repo) (Account
 		tried = append(tried, r.Name+": "+reason(err))
 	}
 	if len(tried) == 0 {
-		return Account{}, "", fmt.Errorf("%s: user %q has no GitHub account for %s: %w", repo, owner, s.host, ErrNoAccount)
+		return Account{}, "", fmt.Errorf("%s: user %q has no account on %s: %w", repo, owner, s.host, ErrNoAccount)
 	}
 	return Account{}, "", fmt.Errorf("%s (%s): %w", repo, strings.Join(tried, "; "), ErrNoAccount)
 }
