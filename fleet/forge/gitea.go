@@ -45,7 +45,7 @@ const (
 	giteaMaxAnswer   = 8 << 20
 	giteaMaxMessage  = 300
 	giteaPage        = 50 // Gitea's default MAX_RESPONSE_ITEMS
-	giteaPages       = 20 // open pull requests searched for a head: 1000
+	giteaPages       = 20 // pages of a list read (open pull requests, statuses, reviews): 1000 items
 	giteaSearchPages = 10 // repositories searched for a query: 500
 )
 
@@ -225,20 +225,42 @@ func (g *giteaForge) pull(ctx context.Context, token string, repo Repo, number i
 func (g *giteaForge) card(ctx context.Context, token string, repo Repo, p giteaPull) (PullRequest, error) {
 	pr := giteaPullRequest(repo, p)
 	if pr.HeadSHA != "" {
-		var combined giteaCombined
-		q := url.Values{"limit": {strconv.Itoa(giteaPage)}}
-		if err := g.call(ctx, token, "GET", giteaRepoPath(repo)+"/commits/"+url.PathEscape(pr.HeadSHA)+"/status?"+q.Encode(), nil, &combined); err != nil {
+		var statuses []giteaStatus
+		err := giteaEachPage(func(q url.Values) (int, error) {
+			var combined giteaCombined
+			err := g.call(ctx, token, "GET", giteaRepoPath(repo)+"/commits/"+url.PathEscape(pr.HeadSHA)+"/status?"+q.Encode(), nil, &combined)
+			statuses = append(statuses, combined.Statuses...)
+			return len(combined.Statuses), err
+		})
+		if err != nil {
 			return PullRequest{}, err
 		}
-		pr.Checks = giteaChecks(combined.Statuses)
+		pr.Checks = giteaChecks(statuses)
 	}
 	var reviews []giteaReview
-	q := url.Values{"limit": {strconv.Itoa(giteaPage)}}
-	if err := g.call(ctx, token, "GET", giteaRepoPath(repo)+"/pulls/"+strconv.Itoa(p.Number)+"/reviews?"+q.Encode(), nil, &reviews); err != nil {
+	err := giteaEachPage(func(q url.Values) (int, error) {
+		var page []giteaReview
+		err := g.call(ctx, token, "GET", giteaRepoPath(repo)+"/pulls/"+strconv.Itoa(p.Number)+"/reviews?"+q.Encode(), nil, &page)
+		reviews = append(reviews, page...)
+		return len(page), err
+	})
+	if err != nil {
 		return PullRequest{}, err
 	}
 	pr.Review = giteaReviewState(reviews)
 	return pr, nil
+}
+
+// giteaEachPage calls get with the query of pages 1, 2, … of a list
+// (giteaPage items a page) until one comes back short, at most giteaPages.
+func giteaEachPage(get func(q url.Values) (int, error)) error {
+	for page := 1; page <= giteaPages; page++ {
+		n, err := get(url.Values{"limit": {strconv.Itoa(giteaPage)}, "page": {strconv.Itoa(page)}})
+		if err != nil || n < giteaPage {
+			return err
+		}
+	}
+	return nil
 }
 
 // giteaPullRequest is the card of p without checks and review.

@@ -3,6 +3,7 @@ package forge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -283,5 +284,36 @@ func TestGiteaUnreachable(t *testing.T) {
 	}
 	if !errors.Is(err, errkind.Unavailable) {
 		t.Fatal(err)
+	}
+}
+
+// TestGiteaReadsEveryPageOfChecks: a commit with more statuses than one
+// page of Gitea's answers (50) shows every check on the card, not the first
+// page's.
+func TestGiteaReadsEveryPageOfChecks(t *testing.T) {
+	ctx := context.Background()
+	srv := giteatest.New(t)
+	base, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := forge.NewGitea(base, nil)
+	repo := srv.CreateRepo(t, "many", map[string]string{"README.md": "one\n"})
+	sha := pushBranch(t, srv, repo, "sbx/many", map[string]string{"many.txt": "many\n"})
+	pr, _, err := f.Open(ctx, srv.Token, forge.OpenRequest{Repo: repo, Head: "sbx/many", Title: "many checks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 57
+	for i := range n {
+		outcome := "success"
+		if i == n-1 {
+			outcome = "failure" // on the last page: a card reading one page would say success
+		}
+		srv.SetStatus(t, repo, sha, outcome, fmt.Sprintf("ci/job-%02d", i))
+	}
+	got, err := f.Get(ctx, srv.Token, repo, pr.Number)
+	if err != nil || len(got.Checks) != n || forge.ChecksOutcome(got.Checks) != forge.CheckFailure {
+		t.Fatalf("Get = %d checks (outcome %s), %v; want %d, failure", len(got.Checks), forge.ChecksOutcome(got.Checks), err, n)
 	}
 }
