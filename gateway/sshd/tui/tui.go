@@ -1,8 +1,10 @@
 // Package tui is the fleet TUI of the SSH front: a table of the caller's
 // boxes fed by the core's event fan-out (no polling of box state), sort and
 // filter, a box view with the live redacted log tail, the pending question
-// with an answer input, confirmed actions (sleep, wake, keep, destroy) and a
-// delegate form. Bubble Tea v2 renders it, Bubbles provides the text inputs
+// with an answer input, confirmed actions (sleep, wake, keep, destroy; the
+// pull request's open, merge and close), prompts for the title, a repository
+// to add, a side question and the allow-list, the inbox list, the diff and a
+// delegate form, each through the core call its SSH command makes. Bubble Tea v2 renders it, Bubbles provides the text inputs
 // (with the terminal's own cursor), key bindings and help; the SSH session is
 // its terminal, whose TERM and NO_COLOR choose the colours.
 package tui
