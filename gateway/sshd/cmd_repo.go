@@ -14,7 +14,7 @@ func (c *call) repoCmd() *cobra.Command {
 	cmd := group(&cobra.Command{Use: "repo", Short: "Add a repository to a running box", GroupID: groupBoxes})
 	add := c.boxCmd("add BOX REPO[@REF]", "Add a repository to a box: cloned with your account, in /workspace on the box's branch sbx/BOX", cobra.ExactArgs(2),
 		func(cmd *cobra.Command, f *fleet.Fleet, box string, rest []string) error {
-			spec := repoSpec(rest[0])
+			spec := fleet.ParseRepoSpec(rest[0])
 			b, err := f.AddRepo(cmd.Context(), c.actor, box, spec)
 			if err != nil {
 				return err
@@ -37,13 +37,4 @@ func (c *call) repoCmd() *cobra.Command {
 	jsonFlag(add)
 	cmd.AddCommand(add)
 	return cmd
-}
-
-// repoSpec splits REPO[@REF] at its last @ (refs hold none; what is left
-// of a URL with credentials in it the core refuses).
-func repoSpec(s string) fleet.RepoSpec {
-	if i := strings.LastIndexByte(s, '@'); i > 0 && i < len(s)-1 {
-		return fleet.RepoSpec{Repo: s[:i], Ref: s[i+1:]}
-	}
-	return fleet.RepoSpec{Repo: s}
 }

@@ -97,7 +97,7 @@ func answerLines(a string) []string {
 // prompting says whether the prompt line holds a text input.
 func (m *model) prompting() bool {
 	switch m.mode {
-	case modeFilter, modeAnswer, modeAsk, modeAllow:
+	case modeFilter, modeAnswer, modeAsk, modeAllow, modeTitle, modeRepo:
 		return true
 	}
 	return false

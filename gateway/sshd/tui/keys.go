@@ -20,7 +20,11 @@ type keyMap struct {
 	Destroy               key.Binding
 	PR                    key.Binding
 	Diff, Ask, Allow      key.Binding
+	Title, AddRepo        key.Binding
+	Merge, ClosePR, Inbox key.Binding
 	Sort, Filter, Help    key.Binding
+	// Remove asks to delete the inbox list's selected item.
+	Remove key.Binding
 	// move is Up and Down shown as one entry in the short help bar.
 	move key.Binding
 	// scroll is Up and Down in the box view, where they scroll the log.
@@ -62,6 +66,12 @@ func newKeyMap() keyMap {
 		Diff:      b("D", "diff", "D"),
 		Ask:       b("A", "side question", "A"),
 		Allow:     b("e", "egress", "e"),
+		Title:     b("t", "title", "t"),
+		AddRepo:   b("r", "add a repository", "r"),
+		Merge:     b("M", "merge the pull request", "M"),
+		ClosePR:   b("C", "close the pull request", "C"),
+		Inbox:     b("i", "inbox", "i"),
+		Remove:    b("d", "remove the item", "d"),
 		Sort:      b("s", "sort", "s"),
 		Filter:    b("/", "filter", "/"),
 		Help:      b("?", "help", "?"),
@@ -103,7 +113,8 @@ func (k keyMap) tableHelp() bindings {
 		short: []key.Binding{k.move, k.Open, k.Help, k.Quit, k.New, k.Answer, k.Diff, k.sleepWake, k.Keep, k.Destroy, k.Filter, k.Sort},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.Top, k.Bottom, k.Open, k.Filter, k.Sort},
-			{k.New, k.Answer, k.Diff, k.Ask, k.Allow, k.Sleep, k.Wake, k.Keep, k.Destroy, k.PR},
+			{k.New, k.Answer, k.Diff, k.Ask, k.Allow, k.Sleep, k.Wake, k.Keep, k.Destroy},
+			{k.Title, k.AddRepo, k.Inbox, k.PR, k.Merge, k.ClosePR},
 			{k.Help, k.Quit, k.ForceQuit},
 		},
 	}
@@ -116,7 +127,8 @@ func (k keyMap) boxHelp() bindings {
 		short: []key.Binding{back, k.Help, k.Answer, k.Diff, k.sleepWake, k.Keep, k.Destroy, k.scroll, k.ForceQuit},
 		full: [][]key.Binding{
 			{k.Up, k.Down, k.PageUp, k.PageDown, k.Follow, back},
-			{k.Answer, k.Diff, k.Ask, k.Allow, k.Sleep, k.Wake, k.Keep, k.Destroy, k.PR},
+			{k.Answer, k.Diff, k.Ask, k.Allow, k.Sleep, k.Wake, k.Keep, k.Destroy},
+			{k.Title, k.AddRepo, k.Inbox, k.PR, k.Merge, k.ClosePR},
 		},
 	}
 }
@@ -131,6 +143,17 @@ func (k keyMap) pagerHelp() bindings {
 	return bindings{
 		short: []key.Binding{back, k.scroll, k.PageUp, page, k.Top, k.Bottom, k.Help},
 		full:  [][]key.Binding{{k.Up, k.Down, k.PageUp, page, k.Top, k.Bottom, back}},
+	}
+}
+
+// inboxHelp: the inbox list moves like the table; d removes the selected
+// item (confirmed); esc, q or i leave it.
+func (k keyMap) inboxHelp() bindings {
+	back := k.Back
+	back.SetHelp("esc/q/i", "back")
+	return bindings{
+		short: []key.Binding{back, k.move, k.Remove, k.Help},
+		full:  [][]key.Binding{{k.Up, k.Down, k.Top, k.Bottom, k.Remove, back}},
 	}
 }
 

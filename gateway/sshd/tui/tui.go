@@ -1,8 +1,10 @@
 // Package tui is the fleet TUI of the SSH front: a table of the caller's
 // boxes fed by the core's event fan-out (no polling of box state), sort and
 // filter, a box view with the live redacted log tail, the pending question
-// with an answer input, confirmed actions (sleep, wake, keep, destroy) and a
-// delegate form. Bubble Tea v2 renders it, Bubbles provides the text inputs
+// with an answer input, confirmed actions (sleep, wake, keep, destroy; the
+// pull request's open, merge and close), prompts for the title, a repository
+// to add, a side question and the allow-list, the inbox list, the diff and a
+// delegate form, each through the core call its SSH command makes. Bubble Tea v2 renders it, Bubbles provides the text inputs
 // (with the terminal's own cursor), key bindings and help; the SSH session is
 // its terminal, whose TERM and NO_COLOR choose the colours.
 package tui
@@ -154,6 +156,9 @@ const (
 	modePager
 	modeAsk
 	modeAllow
+	modeTitle
+	modeRepo
+	modeInbox
 )
 
 // sort orders of the table.
@@ -196,9 +201,11 @@ type model struct {
 	confirm   struct {
 		what string
 		box  string
+		item int64 // the inbox item of actRemoveInbox
 	}
 	form  form
 	pager pagerState
+	inbox inboxState
 }
 
 // maxLogLines bounds the box view's tail.
@@ -379,6 +386,11 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case askMsg:
 		m.applyAsk(msg)
 		return m, nil
+	case inboxMsg:
+		m.applyInbox(msg)
+		return m, nil
+	case inboxRemoved:
+		return m, m.inboxRemoved(msg)
 	case doneMsg:
 		if msg.err != nil {
 			m.status = "error: " + oneLine(msg.err.Error())
@@ -412,6 +424,9 @@ func (m *model) applyEvent(ev fleet.Event) tea.Cmd {
 		if m.open == ev.Box && m.mode == modeBox {
 			m.status = "box " + ev.Box + " was destroyed"
 		}
+		if m.viewingInbox(ev.Box) {
+			return m.loadInbox()
+		}
 		return nil
 	case fleet.EventOutput:
 		if b, ok := m.boxes[ev.Box]; ok {
@@ -425,6 +440,9 @@ func (m *model) applyEvent(ev fleet.Event) tea.Cmd {
 			m.boxes[ev.Box] = b
 			m.reorder()
 		}
+	}
+	if m.viewingInbox(ev.Box) { // a turn may have taken an item
+		return tea.Batch(m.getBox(ev.Box), m.loadInbox())
 	}
 	return m.getBox(ev.Box)
 }
@@ -492,16 +510,21 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case modeConfirm:
 		m.mode = m.prev
 		if key.Matches(k, keys.Confirm) {
+			if m.confirm.what == actRemoveInbox {
+				return m, m.removeInbox(m.confirm.box, m.confirm.item)
+			}
 			return m, m.act(m.confirm.what, m.confirm.box)
 		}
 		m.status = "cancelled"
 		return m, nil
-	case modeFilter, modeAnswer, modeAsk, modeAllow:
+	case modeFilter, modeAnswer, modeAsk, modeAllow, modeTitle, modeRepo:
 		return m.lineKey(k)
 	case modeForm:
 		return m.formKey(k)
 	case modePager:
 		return m.pagerKey(k)
+	case modeInbox:
+		return m.inboxKey(k)
 	}
 	switch {
 	case key.Matches(k, keys.Quit):
@@ -540,6 +563,19 @@ func (m *model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		return m, m.startPrompt(k)
+	}
+	if key.Matches(k, keys.Title) || key.Matches(k, keys.AddRepo) {
+		if name == "" {
+			return m, nil
+		}
+		m.startEdit(k)
+		return m, nil
+	}
+	if key.Matches(k, keys.Inbox) {
+		if name == "" {
+			return m, nil
+		}
+		return m, m.openInbox(name)
 	}
 	if what := m.action(k); what != "" {
 		if name == "" {
@@ -613,6 +649,10 @@ func (m *model) action(k tea.KeyPressMsg) string {
 		return "keep"
 	case key.Matches(k, m.keys.PR):
 		return actPR
+	case key.Matches(k, m.keys.Merge):
+		return actMerge
+	case key.Matches(k, m.keys.ClosePR):
+		return actClosePR
 	}
 	return ""
 }
@@ -637,6 +677,9 @@ func (m *model) lineKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		}
 		if was == modeAsk || was == modeAllow {
 			return m, m.acceptPrompt(was, m.target(), m.input.Value())
+		}
+		if was == modeTitle || was == modeRepo {
+			return m, m.acceptEdit(was, m.target(), m.input.Value())
 		}
 		text := strings.TrimSpace(m.input.Value())
 		if text == "" {
@@ -667,6 +710,9 @@ func (m *model) filterAsYouType() {
 func (m *model) act(what, name string) tea.Cmd {
 	f, ctx, caller := m.o.Fleet, m.ctx, m.o.Caller
 	m.status = what + " " + name + "…"
+	if what == actMerge || what == actClosePR {
+		return endPR(m, what, name)
+	}
 	return func() tea.Msg {
 		var err error
 		switch what {
@@ -833,6 +879,8 @@ func (m *model) View() tea.View {
 		body = m.form.view()
 	case m.mode == modePager:
 		body = m.pagerView()
+	case m.mode == modeInbox || (m.mode == modeConfirm && m.prev == modeInbox):
+		body = m.inboxView()
 	case m.mode == modeBox || (m.open != "" && (m.mode == modeConfirm || m.prompting()) && m.prev == modeBox):
 		body = m.boxView()
 	default:
@@ -862,7 +910,7 @@ func (m *model) View() tea.View {
 func (m *model) textCursor(bodyHeight int) *tea.Cursor {
 	var c *tea.Cursor
 	switch m.mode {
-	case modeFilter, modeAnswer, modeAsk, modeAllow:
+	case modeFilter, modeAnswer, modeAsk, modeAllow, modeTitle, modeRepo:
 		in := m.promptInput()
 		if c = in.Cursor(); c != nil {
 			c.Y = bodyHeight // the prompt line, below the body
@@ -887,6 +935,10 @@ func (m *model) promptInput() textinput.Model {
 		in.Prompt = "side question to " + safe(m.target()) + ": "
 	case modeAllow:
 		in.Prompt = "allow-list of " + safe(m.target()) + ": "
+	case modeTitle:
+		in.Prompt = "title of " + safe(m.target()) + ": "
+	case modeRepo:
+		in.Prompt = "add to " + safe(m.target()) + " (owner/name[@ref]): "
 	default:
 		verb := "follow-up to "
 		if m.boxes[m.target()].Question.Len() > 0 {
@@ -901,8 +953,11 @@ func (m *model) promptInput() textinput.Model {
 func (m *model) promptLine() string {
 	switch m.mode {
 	case modeConfirm:
+		if m.confirm.what == actRemoveInbox {
+			return stConfirm.Render(fmt.Sprintf(" remove inbox item %d of %s? y/N ", m.confirm.item, safe(m.confirm.box)))
+		}
 		return stConfirm.Render(fmt.Sprintf(" %s %s? y/N ", m.confirm.what, safe(m.confirm.box)))
-	case modeFilter, modeAnswer, modeAsk, modeAllow:
+	case modeFilter, modeAnswer, modeAsk, modeAllow, modeTitle, modeRepo:
 		in := m.promptInput()
 		return in.View()
 	}
@@ -917,12 +972,14 @@ func (m *model) helpBar() string {
 		b = m.keys.boxHelp()
 	case modeForm:
 		b = m.keys.formHelp()
-	case modeFilter, modeAnswer, modeAsk, modeAllow:
+	case modeFilter, modeAnswer, modeAsk, modeAllow, modeTitle, modeRepo:
 		b = m.keys.promptHelp()
 	case modeConfirm:
 		b = m.keys.confirmHelp()
 	case modePager:
 		b = m.keys.pagerHelp()
+	case modeInbox:
+		b = m.keys.inboxHelp()
 	case modeHelp:
 		return stHelp.Render("any key: back")
 	default:
@@ -935,7 +992,8 @@ func (m *model) helpView() string {
 	return stTitle.Render("sbx fleet — keys") + "\n\nTable\n" +
 		m.help.FullHelpView(m.keys.tableHelp().FullHelp()) + "\n\nBox view\n" +
 		m.help.FullHelpView(m.keys.boxHelp().FullHelp()) + "\n\nDiff view, side answers\n" +
-		m.help.FullHelpView(m.keys.pagerHelp().FullHelp()) + "\n\n" +
+		m.help.FullHelpView(m.keys.pagerHelp().FullHelp()) + "\n\nInbox\n" +
+		m.help.FullHelpView(m.keys.inboxHelp().FullHelp()) + "\n\n" +
 		"Actions ask for confirmation (y). Everything shown is redacted by the core."
 }
 
