@@ -82,5 +82,5 @@ func TestTUIEdits(t *testing.T) {
 	tm.keys("M")
 	tm.wait(`merge the pull request of `+name+`\? y/N`, 5*time.Second)
 	tm.keys("y")
-	tm.wait(`error: pull requests are not available on this gateway`, 10*time.Second)
+	tm.wait(`error: box "`+name+`" has no pull request for acme/widget yet`, 10*time.Second)
 }
