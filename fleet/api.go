@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/fleet/forge"
@@ -146,6 +147,17 @@ func (f *Fleet) Keep(ctx context.Context, caller keys.Actor, name string, keep b
 		return Box{}, err
 	}
 	return f.keep(ctx, caller, name, keep)
+}
+
+// Extend pushes the box's max-duration deadline out by by (owner or
+// admin), within box.max_lifetime from the box's start (ErrLimit beyond
+// it, saying how far it can still go). It moves the machine's own timer
+// and survives a gateway restart; an audit row (box.extend) and an event.
+func (f *Fleet) Extend(ctx context.Context, caller keys.Actor, name string, by time.Duration) (Box, error) {
+	if err := need(caller, keys.RightWrite, "extend"); err != nil {
+		return Box{}, err
+	}
+	return f.extend(ctx, caller, name, by)
 }
 
 // Destroy ends the box and removes everything it had; its log stays

@@ -40,6 +40,7 @@ type checked struct {
 	allow   []string
 	repos   []clonedRepo
 	steps   *progress
+	size    boxSize
 }
 
 type clonedRepo struct {
@@ -111,7 +112,7 @@ func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateReques
 	if len(req.Repos) > MaxRepos {
 		return c, fmt.Errorf("%d repos (max %d): %w", len(req.Repos), MaxRepos, ErrInvalid)
 	}
-	if err := f.checkCaps(ctx, caller); err != nil {
+	if c.size, err = f.checkCaps(ctx, caller, req); err != nil {
 		return c, err
 	}
 	c.steps.plan(len(req.Repos), strings.TrimSpace(req.Setup) != "")
@@ -126,12 +127,14 @@ func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateReques
 	return c, nil
 }
 
-func (f *Fleet) checkCaps(ctx context.Context, caller keys.Actor) error {
+func (f *Fleet) checkCaps(ctx context.Context, caller keys.Actor, req DelegateRequest) (boxSize, error) {
 	recs, err := f.records.loadAll(ctx)
 	if err != nil {
-		return err
+		return boxSize{}, err
 	}
+	p := f.policy.get()
 	mine, all := 0, 0
+	var used boxSize
 	for _, r := range recs {
 		if r.State == Destroyed {
 			continue
@@ -139,16 +142,20 @@ func (f *Fleet) checkCaps(ctx context.Context, caller keys.Actor) error {
 		all++
 		if r.Owner == caller.User {
 			mine++
+			if r.State != Failed {
+				s := sizeOf(p, r)
+				used.memMiB += s.memMiB
+				used.vcpus += s.vcpus
+			}
 		}
 	}
-	p := f.policy.get()
 	if p.MaxBoxesPerUser > 0 && mine >= p.MaxBoxesPerUser {
-		return fmt.Errorf("you have %d boxes, the most allowed per user (fleet.max_boxes_per_user=%d); remove one with rm: %w", mine, p.MaxBoxesPerUser, ErrLimit)
+		return boxSize{}, fmt.Errorf("you have %d boxes, the most allowed per user (fleet.max_boxes_per_user=%d); remove one with rm: %w", mine, p.MaxBoxesPerUser, ErrLimit)
 	}
 	if p.MaxBoxesPerHost > 0 && all >= p.MaxBoxesPerHost {
-		return fmt.Errorf("this host runs %d boxes, its maximum (fleet.max_boxes_per_host=%d); try later: %w", all, p.MaxBoxesPerHost, ErrLimit)
+		return boxSize{}, fmt.Errorf("this host runs %d boxes, its maximum (fleet.max_boxes_per_host=%d); try later: %w", all, p.MaxBoxesPerHost, ErrLimit)
 	}
-	return nil
+	return checkSize(p, req, used)
 }
 
 // validRef accepts branch, tag and commit names and nothing an option
@@ -315,15 +322,17 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 		return rec, err
 	}
 	t0 := time.Now()
-	vmName, prepared, err := f.acquire(ctx, rec.Name, c.steps)
+	vmName, prepared, err := f.acquire(ctx, rec.Name, c.steps, c.size)
 	if err != nil {
 		return fail(err)
 	}
 	booted := time.Since(t0)
 	rec.VM = vmName
 	rec.Started = f.now()
+	rec.MemoryMiB, rec.VCPUs = c.size.memMiB, c.size.vcpus
 	if mb, err := f.vm.Get(vmName); err == nil {
 		rec.Deadline = mb.Deadline()
+		rec.MemoryMiB, rec.VCPUs = mb.Spec.MemoryMiB, mb.Spec.VCPUs
 	}
 	if err := f.records.save(ctx, rec, audit.Entry{}); err != nil {
 		return fail(err)
@@ -356,21 +365,29 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 }
 
 // acquire claims a warm machine (already prepared) or boots one, each a
-// step.
-func (f *Fleet) acquire(ctx context.Context, name string, steps *progress) (vmName string, prepared bool, err error) {
-	if vmName, ok := f.pool.claim(); ok {
-		end := steps.start(StepBoot, "taking a warm box")
-		f.log.Info("claimed a warm box", "box", name, "vm", vmName)
-		f.pool.refill()
-		return vmName, true, end(nil)
+// step. Warm machines have the default size: a box of another size boots
+// its own.
+func (f *Fleet) acquire(ctx context.Context, name string, steps *progress, size boxSize) (vmName string, prepared bool, err error) {
+	if size == sizeOf(f.policy.get(), record{}) {
+		if vmName, ok := f.pool.claim(); ok {
+			return f.claimed(name, vmName, steps)
+		}
 	}
 	text := "booting"
 	if b, ok := f.vm.(vm.BootNoter); ok && b.BootNote() != "" {
 		text += " (" + b.BootNote() + ")"
 	}
 	end := steps.start(StepBoot, text)
-	vmName, err = f.pool.boot(ctx, name)
+	vmName, err = f.pool.boot(ctx, name, size)
 	return vmName, false, end(err)
+}
+
+// claimed is acquire's step for a warm machine taken from the pool.
+func (f *Fleet) claimed(name, vmName string, steps *progress) (string, bool, error) {
+	end := steps.start(StepBoot, "taking a warm box")
+	f.log.Info("claimed a warm box", "box", name, "vm", vmName)
+	f.pool.refill()
+	return vmName, true, end(nil)
 }
 
 // putRepo starts the box's branch in a host clone, points its remote at

@@ -65,6 +65,17 @@ type Policy struct {
 	// Spec is what new boxes are created with (image, memory, vCPUs,
 	// workspace size).
 	Spec vm.Spec
+	// MaxBoxMemoryMiB and MaxBoxVCPUs cap the size one box may ask for
+	// (DelegateRequest.MemoryMiB, VCPUs); MaxUserMemoryMiB and MaxUserVCPUs
+	// the sum over a user's live boxes. 0: no cap (the host's caps, in
+	// vm.Config, still hold).
+	MaxBoxMemoryMiB  int
+	MaxBoxVCPUs      int
+	MaxUserMemoryMiB int
+	MaxUserVCPUs     int
+	// MaxLifetime caps a box's deadline, extensions (Extend) included,
+	// from its machine's first start. 0: no cap.
+	MaxLifetime time.Duration
 	// TickEvery is how often lifecycle timers are checked (default 5 s).
 	TickEvery time.Duration
 	// PRPollEvery is how often the open pull requests are asked about on
@@ -309,6 +320,8 @@ func (f *Fleet) view(ctx context.Context, rec record) (Box, error) {
 		Created: rec.Created, Updated: rec.Updated, LastOutput: rec.LastOutput, SleptAt: rec.SleptAt,
 		Deadline: rec.Deadline, Turns: rec.Turn, CostUSD: rec.CostUSD,
 	}
+	size := sizeOf(f.policy.get(), rec)
+	b.MemoryMiB, b.VCPUs = size.memMiB, size.vcpus
 	if b.Repos == nil {
 		b.Repos = []Repo{}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"time"
 
 	"sbx.dev/sbx/vm"
 	"sbx.dev/sbx/vm/agent"
@@ -18,6 +19,8 @@ type Machines interface {
 	Sleep(ctx context.Context, name string) (vm.Box, error)
 	Wake(ctx context.Context, name string) (vm.Box, error)
 	Destroy(ctx context.Context, name string) error
+	// SetMaxDuration moves a live machine's max duration (its deadline).
+	SetMaxDuration(ctx context.Context, name string, d time.Duration) (vm.Box, error)
 	Get(name string) (vm.Box, error)
 	List() []vm.Box
 	Events(ctx context.Context) <-chan vm.Event

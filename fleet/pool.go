@@ -230,11 +230,12 @@ func (p *pool) setSize(ctx context.Context, caller keys.Actor, n int) (PoolStatu
 
 // boot creates and starts a new machine for box name (no warm one was
 // free), returning its vm name.
-func (p *pool) boot(ctx context.Context, name string) (string, error) {
+func (p *pool) boot(ctx context.Context, name string, size boxSize) (string, error) {
 	spec, err := p.spec(ctx, name)
 	if err != nil {
 		return "", err
 	}
+	spec.MemoryMiB, spec.VCPUs = size.memMiB, size.vcpus
 	if _, err := p.vm.Create(ctx, name, spec); err != nil {
 		return "", vmErr(err)
 	}

@@ -37,6 +37,10 @@ type record struct {
 	LastOutput time.Time `json:"last_output,omitzero"`
 	SleptAt    time.Time `json:"slept_at,omitzero"`
 	Deadline   time.Time `json:"deadline,omitzero"`
+	// MemoryMiB and VCPUs are the machine's size (0 in records from
+	// before sizes: the policy's default).
+	MemoryMiB int `json:"memory_mib,omitempty"`
+	VCPUs     int `json:"vcpus,omitempty"`
 	// Turn is the number of the current (or last) agent turn; 0 before the
 	// first. TurnRaw is how many bytes of that turn's raw guest output the
 	// log already holds, so a restarted gateway resumes exactly there.

@@ -78,6 +78,10 @@ type DelegateRequest struct {
 	Allow []string `json:"allow,omitempty"`
 	// Keep exempts the box from the sleep TTL.
 	Keep bool `json:"keep,omitempty"`
+	// MemoryMiB and VCPUs size the box's machine (0: the default size),
+	// within the caps (box.max_memory_mib, box.max_cpus, and per user).
+	MemoryMiB int `json:"memory_mib,omitempty"`
+	VCPUs     int `json:"vcpus,omitempty"`
 	// Setup is a shell script run as root in the box after its repos are
 	// copied in and before the agent starts (packages, toolchains): the
 	// root work a project needs, on the operator's word (see setup.go).
@@ -111,8 +115,12 @@ type Box struct {
 	LastOutput time.Time `json:"last_output,omitzero"`
 	// SleptAt is when the box went to sleep (the TTL counts from it).
 	SleptAt time.Time `json:"slept_at,omitzero"`
-	// Deadline is when the max duration ends (zero: no limit).
+	// Deadline is when the max duration ends (zero: no limit); Extend
+	// pushes it out.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// MemoryMiB and VCPUs are the size of the box's machine.
+	MemoryMiB int `json:"memory_mib"`
+	VCPUs     int `json:"vcpus"`
 	// Expires is when a sleeping box that is not kept will be destroyed.
 	Expires time.Time `json:"expires,omitzero"`
 	Turns   int       `json:"turns"`

@@ -111,6 +111,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		cluster = s.shared
 	}
 	fc := s.cfg.Fleet
+	boxMem, boxCPUs := s.cfg.HostBoxCaps()
 	s.core.fleet, err = fleet.New(ctx, fleet.Config{
 		Network: s.core.net,
 		MCP:     s.store, Sealer: s.core.sealer, PrivateUpstreams: private,
@@ -122,7 +123,10 @@ func (s *Server) startCore(ctx context.Context) error {
 		Policy: fleet.Policy{
 			MaxDuration: fc.MaxDuration.D(), IdleSleep: fc.IdleSleep.D(), SleepTTL: fc.SleepTTL.D(),
 			MaxBoxesPerUser: fc.MaxBoxesPerUser, MaxBoxesPerHost: fc.MaxBoxesPerHost, WarmPool: fc.WarmPool,
-			Spec: vm.Spec{Image: s.cfg.VM.Image, MemoryMiB: s.cfg.VM.MemoryMiB, VCPUs: s.cfg.VM.VCPUs, WorkspaceMiB: s.cfg.VM.WorkspaceMiB},
+			Spec:            vm.Spec{Image: s.cfg.VM.Image, MemoryMiB: s.cfg.VM.MemoryMiB, VCPUs: s.cfg.VM.VCPUs, WorkspaceMiB: s.cfg.VM.WorkspaceMiB},
+			MaxBoxMemoryMiB: boxMem, MaxBoxVCPUs: boxCPUs,
+			MaxUserMemoryMiB: s.cfg.Box.MaxUserMemoryMiB, MaxUserVCPUs: s.cfg.Box.MaxUserCPUs,
+			MaxLifetime: s.cfg.Box.MaxLifetime.D(),
 		},
 	})
 	if err != nil {

@@ -62,6 +62,7 @@ type entry struct {
 	// guarded by Manager.mu
 	creating int // memory of a box being created, not in the records yet
 	timer    *time.Timer
+	deadline time.Time // what timer is set for
 	client   *agent.Client
 }
 
@@ -395,14 +396,25 @@ func (m *Manager) arm(box Box) {
 	}
 	e := m.entryLocked(box.Name)
 	if e.timer != nil {
-		return
+		if e.deadline.Equal(dl) {
+			return
+		}
+		// The deadline moved (SetMaxDuration, here or on another gateway).
+		e.timer.Stop()
 	}
 	name := box.Name
-	e.timer = time.AfterFunc(time.Until(dl), func() { m.expire(name, e) })
+	e.deadline = dl
+	var t *time.Timer
+	t = time.AfterFunc(time.Until(dl), func() { m.expire(name, e, t) })
+	e.timer = t
 }
 
-func (m *Manager) expire(name string, armed *entry) {
+func (m *Manager) expire(name string, armed *entry, t *time.Timer) {
 	m.mu.Lock()
+	if armed.timer != t {
+		m.mu.Unlock()
+		return // re-armed for a later deadline meanwhile
+	}
 	armed.timer = nil
 	m.mu.Unlock()
 	if m.ctx.Err() != nil || !m.ready() {
@@ -412,9 +424,14 @@ func (m *Manager) expire(name string, armed *entry) {
 	if err != nil || !holdsMachine(box.State) {
 		return
 	}
-	// Keyed by the box's first start: a later box of the same name has its
-	// own.
-	if !m.records.Once(m.ctx, fmt.Sprintf("box/%s/max-duration/%d", name, box.Started.UnixNano()), 10*time.Minute) {
+	if dl := box.Deadline(); dl.After(time.Now()) {
+		// Extended since the timer was set (on another gateway, say).
+		m.arm(box)
+		return
+	}
+	// Keyed by the box's first start and deadline: a later box of the same
+	// name, or a later deadline of this one, has its own.
+	if !m.records.Once(m.ctx, fmt.Sprintf("box/%s/max-duration/%d/%d", name, box.Started.UnixNano(), box.Deadline().UnixNano()), 10*time.Minute) {
 		return
 	}
 	e, box, err := m.lock(m.ctx, name)
@@ -423,6 +440,10 @@ func (m *Manager) expire(name string, armed *entry) {
 	}
 	defer e.op.Unlock()
 	if !holdsMachine(box.State) {
+		return
+	}
+	if dl := box.Deadline(); dl.After(time.Now()) {
+		m.arm(box)
 		return
 	}
 	m.dropClient(e)

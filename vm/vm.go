@@ -44,7 +44,7 @@ type Spec struct {
 	VCPUs     int    `json:"vcpus"`
 	// MaxDuration is wall time from the first start, sleeps and gateway
 	// restarts included; then the machine is killed and the box fails.
-	// 0 = no limit.
+	// 0 = no limit. Manager.SetMaxDuration changes it on a live box.
 	MaxDuration  time.Duration `json:"max_duration,omitempty"`
 	WorkspaceMiB int           `json:"workspace_mib"`
 	// Egress is the absolute path of a host unix socket (the gateway's, one

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"time"
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/vm"
@@ -29,7 +30,10 @@ func (NoMachines) Sleep(context.Context, string) (vm.Box, error) { return vm.Box
 func (NoMachines) Wake(context.Context, string) (vm.Box, error)  { return vm.Box{}, ErrNoMachines }
 func (NoMachines) Destroy(context.Context, string) error         { return ErrNoMachines }
 func (NoMachines) Get(string) (vm.Box, error)                    { return vm.Box{}, ErrNoMachines }
-func (NoMachines) List() []vm.Box                                { return nil }
+func (NoMachines) SetMaxDuration(context.Context, string, time.Duration) (vm.Box, error) {
+	return vm.Box{}, ErrNoMachines
+}
+func (NoMachines) List() []vm.Box { return nil }
 func (NoMachines) Events(ctx context.Context) <-chan vm.Event {
 	ch := make(chan vm.Event)
 	go func() { <-ctx.Done(); close(ch) }()

@@ -46,6 +46,7 @@ type Config struct {
 	Log   Log   `yaml:"log"`
 	VM    VM    `yaml:"vm"`
 	Fleet Fleet `yaml:"fleet"`
+	Box   Box   `yaml:"box"`
 	Git   Git   `yaml:"git"`
 	Model Model `yaml:"model"`
 	MCP   MCP   `yaml:"mcp"`
@@ -157,6 +158,23 @@ type Fleet struct {
 	WarmPool        int      `yaml:"warm_pool"`
 }
 
+// Box caps what one box may ask for (new --memory, --cpus) and how long it
+// may live, extensions (extend) included.
+type Box struct {
+	// MaxMemoryMiB and MaxCPUs cap one box's size; 0 derives them from the
+	// host (HostBoxCaps): the smaller of vm.max_memory_mib and half the
+	// host's RAM, and the host's CPU count.
+	MaxMemoryMiB int `yaml:"max_memory_mib"`
+	MaxCPUs      int `yaml:"max_cpus"`
+	// MaxUserMemoryMiB and MaxUserCPUs cap the sum over one user's live
+	// boxes (0: no cap but the host's).
+	MaxUserMemoryMiB int `yaml:"max_user_memory_mib"`
+	MaxUserCPUs      int `yaml:"max_user_cpus"`
+	// MaxLifetime is the most a box may live from its start, extensions
+	// included (0: no cap); at least fleet.max_duration.
+	MaxLifetime Duration `yaml:"max_lifetime"`
+}
+
 // Model configures the model endpoint boxes reach through the gateway
 // (their ANTHROPIC_BASE_URL): the gateway adds the key, the box never sees
 // it, and each box has a request and token budget.
@@ -255,6 +273,7 @@ func Default() Config {
 			MaxBoxesPerUser: 5,
 			MaxBoxesPerHost: 20,
 		},
+		Box:    Box{MaxLifetime: Duration(24 * time.Hour)},
 		Git:    Git{Host: "https://github.com", Kind: "github"},
 		MCP:    MCP{WaitMax: Duration(50 * time.Second)},
 		Notify: Notify{DigestHour: 8, ExpiringLead: Duration(time.Hour)},

@@ -176,6 +176,11 @@ var table = []field{
 	integer("fleet.max_boxes_per_user", func(c *Config) *int { return &c.Fleet.MaxBoxesPerUser }),
 	integer("fleet.max_boxes_per_host", func(c *Config) *int { return &c.Fleet.MaxBoxesPerHost }),
 	integer("fleet.warm_pool", func(c *Config) *int { return &c.Fleet.WarmPool }),
+	integer("box.max_memory_mib", func(c *Config) *int { return &c.Box.MaxMemoryMiB }),
+	integer("box.max_cpus", func(c *Config) *int { return &c.Box.MaxCPUs }),
+	integer("box.max_user_memory_mib", func(c *Config) *int { return &c.Box.MaxUserMemoryMiB }),
+	integer("box.max_user_cpus", func(c *Config) *int { return &c.Box.MaxUserCPUs }),
+	dur("box.max_lifetime", func(c *Config) *Duration { return &c.Box.MaxLifetime }),
 	urlStr("git.host", func(c *Config) *string { return &c.Git.Host }),
 	str("git.kind", func(c *Config) *string { return &c.Git.Kind }),
 	secretStr("model.api_key", func(c *Config) *string { return &c.Model.APIKey }),
@@ -364,7 +369,9 @@ func (c Config) Validate() error {
 		bad("vm.workspace_mib", c.VM.WorkspaceMiB, "must be at least 64")
 	}
 	for k, v := range map[string]int{"vm.max_boxes": c.VM.MaxBoxes, "vm.max_memory_mib": c.VM.MaxMemoryMiB,
-		"fleet.max_boxes_per_user": c.Fleet.MaxBoxesPerUser, "fleet.max_boxes_per_host": c.Fleet.MaxBoxesPerHost} {
+		"fleet.max_boxes_per_user": c.Fleet.MaxBoxesPerUser, "fleet.max_boxes_per_host": c.Fleet.MaxBoxesPerHost,
+		"box.max_memory_mib": c.Box.MaxMemoryMiB, "box.max_cpus": c.Box.MaxCPUs,
+		"box.max_user_memory_mib": c.Box.MaxUserMemoryMiB, "box.max_user_cpus": c.Box.MaxUserCPUs} {
 		if v < 0 {
 			bad(k, v, "must be 0 (no cap) or more")
 		}
@@ -376,6 +383,12 @@ func (c Config) Validate() error {
 		if v.D() < 0 {
 			bad(k, v.D(), "must be 0 (off) or more")
 		}
+	}
+	switch lt, md := c.Box.MaxLifetime.D(), c.Fleet.MaxDuration.D(); {
+	case lt < 0:
+		bad("box.max_lifetime", lt, "must be 0 (no cap) or more")
+	case lt > 0 && md > lt:
+		bad("box.max_lifetime", lt, fmt.Sprintf("must be at least fleet.max_duration (%v), or 0 (no cap)", md))
 	}
 	if u, err := url.Parse(c.Git.Host); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		bad("git.host", c.Git.Host, "want a base URL like https://github.com")

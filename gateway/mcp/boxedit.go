@@ -25,6 +25,14 @@ type RepoAddIn struct {
 
 func (r RepoAddIn) boxName() string { return r.Box }
 
+// ExtendIn pushes a box's deadline out.
+type ExtendIn struct {
+	Box string `json:"box" jsonschema:"the box name"`
+	By  string `json:"by" jsonschema:"how much longer the box may live: a duration such as 30m, 2h or 1h30m"`
+}
+
+func (e ExtendIn) boxName() string { return e.Box }
+
 // addBoxEditTools registers the tools that change what a box holds or
 // shows: its title, its repositories.
 func (h *handler) addBoxEditTools() {
@@ -32,6 +40,20 @@ func (h *handler) addBoxEditTools() {
 		desc: "Set a box's title (1 to 80 printable characters, one line), the short line lists show and search. The box's name does not change: keep using it."},
 		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, in TitleIn) (*sdk.CallToolResult, BoxOut, error) {
 			b, err := h.fleet.SetTitle(ctx, c.actor, in.Box, in.Title)
+			if err != nil {
+				return nil, BoxOut{}, err
+			}
+			return nil, boxOut(b), nil
+		})
+
+	add(h, tool{name: "extend", title: "Extend a box's deadline", write: true,
+		desc: "Push a box's deadline (when its max duration ends and its machine is stopped) out by a duration, up to the most a box may live (box.max_lifetime from its start; beyond it the call is refused and says how far the box can still go). status shows the deadline."},
+		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, in ExtendIn) (*sdk.CallToolResult, BoxOut, error) {
+			by, err := fleet.ParseExtension(in.By)
+			if err != nil {
+				return nil, BoxOut{}, err
+			}
+			b, err := h.fleet.Extend(ctx, c.actor, in.Box, by)
 			if err != nil {
 				return nil, BoxOut{}, err
 			}

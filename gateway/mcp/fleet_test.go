@@ -31,7 +31,8 @@ type fleetFront struct {
 func newFleetFront(t testing.TB, o Options) *fleetFront {
 	t.Helper()
 	clk := testutil.NewClock(time.Now())
-	h := fleettest.New(t, fleettest.Options{Now: clk.Now})
+	h := fleettest.New(t, fleettest.Options{Now: clk.Now, Policy: fleet.Policy{
+		MaxDuration: time.Hour, MaxLifetime: 3 * time.Hour, MaxBoxMemoryMiB: 1024, MaxBoxVCPUs: 2}})
 	admin := keys.Actor{User: "root", Role: keys.RoleAdmin, Front: keys.FrontCLI}
 	o.Fleet, o.Identity, o.Audit, o.Now = h.Fleet, h.Keys, h.Audit, clk.Now
 	if o.Logger == nil {

@@ -22,13 +22,15 @@ type RepoIn struct {
 
 // DelegateIn starts a task.
 type DelegateIn struct {
-	Task  string   `json:"task" jsonschema:"what the agent should do, in plain words, with everything it needs to know"`
-	Repos []RepoIn `json:"repos,omitempty" jsonschema:"repositories to clone into /workspace (may be empty)"`
-	Agent string   `json:"agent,omitempty" jsonschema:"agent profile: claude (default) or script (a deterministic test agent)"`
-	Allow []string `json:"allow,omitempty" jsonschema:"extra egress domains the box may reach, e.g. pypi.org or *.example.com (ports 80 and 443), example.com:8443 (that port); everything else is denied"`
-	Keep  bool     `json:"keep,omitempty" jsonschema:"exempt the box from the sleep TTL"`
-	Setup string   `json:"setup,omitempty" jsonschema:"a shell script run as root in the box before the agent starts (install packages or toolchains the task needs; the agent itself runs unprivileged); its output is in the box's log and a non-zero exit fails the box"`
-	Wait  *int     `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the agent to finish or ask, in seconds; omitted: the server's maximum; 0: return once it started"`
+	Task      string   `json:"task" jsonschema:"what the agent should do, in plain words, with everything it needs to know"`
+	Repos     []RepoIn `json:"repos,omitempty" jsonschema:"repositories to clone into /workspace (may be empty)"`
+	Agent     string   `json:"agent,omitempty" jsonschema:"agent profile: claude (default) or script (a deterministic test agent)"`
+	Allow     []string `json:"allow,omitempty" jsonschema:"extra egress domains the box may reach, e.g. pypi.org or *.example.com (ports 80 and 443), example.com:8443 (that port); everything else is denied"`
+	Keep      bool     `json:"keep,omitempty" jsonschema:"exempt the box from the sleep TTL"`
+	MemoryMiB int      `json:"memory_mib,omitempty" jsonschema:"the box's memory in MiB; omitted: the gateway's default size; at most the gateway's cap (box.max_memory_mib)"`
+	CPUs      int      `json:"cpus,omitempty" jsonschema:"the box's vCPUs; omitted: the default; at most the gateway's cap (box.max_cpus)"`
+	Setup     string   `json:"setup,omitempty" jsonschema:"a shell script run as root in the box before the agent starts (install packages or toolchains the task needs; the agent itself runs unprivileged); its output is in the box's log and a non-zero exit fails the box"`
+	Wait      *int     `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the agent to finish or ask, in seconds; omitted: the server's maximum; 0: return once it started"`
 }
 
 // AnswerIn answers a question or sends a follow-up.
@@ -80,7 +82,8 @@ func (h *handler) addRunTools() {
 			defer cancel()
 			// Subscribe first: a fast run must not finish unseen.
 			events := h.fleet.Events(ctx, c.actor)
-			dr := fleet.DelegateRequest{Task: in.Task, Agent: in.Agent, Allow: in.Allow, Keep: in.Keep, Setup: in.Setup}
+			dr := fleet.DelegateRequest{Task: in.Task, Agent: in.Agent, Allow: in.Allow, Keep: in.Keep, Setup: in.Setup,
+				MemoryMiB: in.MemoryMiB, VCPUs: in.CPUs}
 			for _, r := range in.Repos {
 				dr.Repos = append(dr.Repos, fleet.RepoSpec{Repo: r.Repo, Ref: r.Ref})
 			}

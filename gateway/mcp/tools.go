@@ -20,7 +20,7 @@ const instructions = `sbx runs coding agents in throwaway microVMs ("boxes"). ` 
 	`Start work with delegate (a task, optionally repos); it waits a while and returns the box's state: ` +
 	`running (still working: call status or watch later), waiting (the agent asked a question: reply with answer), ` +
 	`or done (the turn ended: read diff, list_artifacts/read_artifact, or send a follow-up with answer). ` +
-	`watch pages through the box's log by offset. keep exempts a box from the idle-sleep TTL, sleep/wake pause and resume it, ` +
+	`watch pages through the box's log by offset. keep exempts a box from the idle-sleep TTL, extend pushes its deadline out, sleep/wake pause and resume it, ` +
 	`teardown destroys it and everything in it. Files of a box are also resources sbx://BOX/PATH. ` +
 	`pr_open turns a box's branch into a pull request; pr_get shows its checks, pr_merge and pr_close end it; repos lists the repositories you can delegate. ` +
 	`ask puts a side question to a read-only second session without disturbing the run; inbox_remove takes back a queued follow-up; allow widens a box's egress (only for what the task needs). ` +
@@ -144,7 +144,9 @@ type BoxOut struct {
 	// LastOutput is when the agent last wrote to the log.
 	LastOutput string  `json:"last_output,omitempty"`
 	Expires    string  `json:"expires,omitempty" jsonschema:"when this sleeping box will be destroyed unless kept"`
-	Deadline   string  `json:"deadline,omitempty" jsonschema:"when the box's max duration ends"`
+	Deadline   string  `json:"deadline,omitempty" jsonschema:"when the box's max duration ends (extend pushes it out)"`
+	MemoryMiB  int     `json:"memory_mib" jsonschema:"the box's memory in MiB"`
+	CPUs       int     `json:"cpus" jsonschema:"the box's vCPUs"`
 	Turns      int     `json:"turns"`
 	Inbox      int     `json:"inbox" jsonschema:"follow-ups queued for the next turn"`
 	LogSize    int64   `json:"log_size" jsonschema:"log length in bytes: watch from here for new output"`
@@ -166,7 +168,7 @@ func boxOut(b fleet.Box) BoxOut {
 		Name: b.Name, Owner: b.Owner, State: string(b.State), Agent: b.Agent, Task: b.Task.String(), Title: b.Title.String(),
 		Question: b.Question.String(), Reason: b.Reason.String(), Repos: []RepoOut{}, Allow: []string{},
 		Keep: b.Keep, Created: stamp(b.Created), Updated: stamp(b.Updated), LastOutput: stamp(b.LastOutput),
-		Expires: stamp(b.Expires), Deadline: stamp(b.Deadline), Turns: b.Turns, Inbox: b.Inbox,
+		Expires: stamp(b.Expires), Deadline: stamp(b.Deadline), MemoryMiB: b.MemoryMiB, CPUs: b.VCPUs, Turns: b.Turns, Inbox: b.Inbox,
 		LogSize: b.LogSize, CostUSD: b.CostUSD, URI: boxURI(b.Name, ""),
 	}
 	for _, r := range b.Repos {

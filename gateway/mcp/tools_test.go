@@ -104,7 +104,7 @@ func TestEveryToolOnARealBox(t *testing.T) {
 		"!say done",
 	}, "\n")
 	params := &sdk.CallToolParams{Name: "delegate", Arguments: map[string]any{
-		"task": script, "agent": "script", "repos": []map[string]any{{"repo": "acme/widget"}},
+		"task": script, "agent": "script", "repos": []map[string]any{{"repo": "acme/widget"}}, "memory_mib": 640,
 		// The operator's root setup step; its output (secret and all) goes
 		// to the log, redacted like the agent's.
 		"setup": "echo set up by $(id -un) with " + f.secret}}
@@ -244,6 +244,27 @@ func TestEveryToolOnARealBox(t *testing.T) {
 	if r.Outcome != "resumed" || r.State != "done" {
 		t.Fatalf("follow-up when done: %+v", r)
 	}
+
+	// Sizes: the box has the one asked for; over a cap or below zero is
+	// refused, naming the cap.
+	sized := out[BoxOut](t, call(t, alice, "status", map[string]any{"box": box}))
+	if sized.MemoryMiB != 640 || sized.CPUs != 1 || sized.Deadline == "" {
+		t.Fatalf("status of a memory_mib 640 box: %+v", sized)
+	}
+	wantToolError(t, call(t, alice, "delegate", map[string]any{"task": "x", "agent": "script", "memory_mib": 4096}), "box.max_memory_mib")
+	wantToolError(t, call(t, alice, "delegate", map[string]any{"task": "x", "agent": "script", "cpus": 3}), "box.max_cpus")
+	wantToolError(t, call(t, alice, "delegate", map[string]any{"task": "x", "agent": "script", "cpus": -1}), "must be positive")
+	// extend moves the deadline; bad durations and the lifetime cap are
+	// refused; the read-only key and another user may not.
+	ext := out[BoxOut](t, call(t, alice, "extend", map[string]any{"box": box, "by": "30m"}))
+	was, _ := time.Parse(time.RFC3339, sized.Deadline)
+	if now, _ := time.Parse(time.RFC3339, ext.Deadline); now.Sub(was).Round(time.Second) != 30*time.Minute {
+		t.Fatalf("extend 30m: deadline %s, was %s", ext.Deadline, sized.Deadline)
+	}
+	wantToolError(t, call(t, alice, "extend", map[string]any{"box": box, "by": "soon"}), "duration \"soon\"")
+	wantToolError(t, call(t, alice, "extend", map[string]any{"box": box, "by": "2h"}), "box.max_lifetime", "at most 1h30m0s")
+	wantToolError(t, call(t, ro, "extend", map[string]any{"box": box, "by": "1m"}), "write")
+	wantToolError(t, call(t, bob, "extend", map[string]any{"box": box, "by": "1m"}), "not found")
 
 	// keep, sleep, wake, list, teardown.
 	if k := out[BoxOut](t, call(t, alice, "keep", map[string]any{"box": box})); !k.Keep {

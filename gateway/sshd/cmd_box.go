@@ -67,19 +67,21 @@ func (c *call) boxCmds() []*cobra.Command {
 		c.newCmd(), c.lsCmd(), c.statusCmd(), c.logsCmd(), c.answerCmd(), c.askCmd(), c.inboxCmd(),
 		c.diffCmd(), c.sleepCmd(), c.wakeCmd(), c.keepCmd(true), c.keepCmd(false), c.rmCmd(), c.allowCmd(),
 		c.titleCmd(), c.repoCmd(),
+		c.extendCmd(),
 	}
 }
 
 func (c *call) newCmd() *cobra.Command {
 	var repos, allow []string
-	var ref, agentName, setup string
+	var ref, agentName, setup, memory, cpus string
 	var keep bool
 	cmd := &cobra.Command{
-		Use:   "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] [--setup SCRIPT|-] TASK…",
+		Use:   "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] [--memory MiB] [--cpus N] [--setup SCRIPT|-] TASK…",
 		Short: "Delegate a task to a new box",
 		Example: c.examples(`new --agent script "hello world"`,
 			`new --repo acme/widget --agent claude "fix the flaky test"`,
 			`new --repo acme/widget --setup - "make it build" < setup.sh`,
+			`new --cpus 2 --memory 2048 --repo acme/widget "run the slow test suite"`,
 			`new --json --repo acme/widget "bump the deps"`),
 		GroupID: groupBoxes,
 		Args:    cobra.ArbitraryArgs,
@@ -96,6 +98,12 @@ func (c *call) newCmd() *cobra.Command {
 				setup = string(b)
 			}
 			req := fleet.DelegateRequest{Task: strings.Join(args, " "), Agent: agentName, Allow: allow, Keep: keep, Setup: setup}
+			if req.MemoryMiB, err = fleet.ParseMemory(memory); err != nil {
+				return fmt.Errorf("--memory: %w", err)
+			}
+			if req.VCPUs, err = fleet.ParseCPUs(cpus); err != nil {
+				return fmt.Errorf("--cpus: %w", err)
+			}
 			for _, r := range repos {
 				req.Repos = append(req.Repos, fleet.RepoSpec{Repo: r, Ref: ref})
 			}
@@ -127,6 +135,8 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringVar(&agentName, "agent", "", "agent profile: claude (default) or script")
 	cmd.Flags().StringArrayVar(&allow, "allow", nil, "an extra egress domain the box may reach (example.com, *.example.com; ports 80 and 443, or example.com:8443); repeat for more")
 	cmd.Flags().BoolVar(&keep, "keep", false, "never destroy the box while it sleeps")
+	cmd.Flags().StringVar(&memory, "memory", "", "the box's memory in MiB (default: the gateway's vm.memory_mib; at most box.max_memory_mib)")
+	cmd.Flags().StringVar(&cpus, "cpus", "", "the box's vCPUs (default: the gateway's vm.vcpus; at most box.max_cpus)")
 	cmd.Flags().StringVar(&setup, "setup", "", "a shell script run as root in the box before the agent starts (packages, toolchains); - reads it from stdin")
 	jsonFlag(cmd)
 	return cmd
@@ -188,7 +198,7 @@ func (c *call) lsCmd() *cobra.Command {
 			}
 			now := c.srv.Now()
 			tw := table(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "NAME\tOWNER\tSTATE\tAGENT\tAGE\tOUTPUT\tTITLE")
+			fmt.Fprintln(tw, "NAME\tOWNER\tSTATE\tAGENT\tSIZE\tAGE\tOUTPUT\tDEADLINE\tTITLE")
 			for _, b := range boxes {
 				state := string(b.State)
 				if b.Question.Len() > 0 {
@@ -197,8 +207,8 @@ func (c *call) lsCmd() *cobra.Command {
 				if b.Keep {
 					state += " (kept)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.Name, b.Owner, state, b.Agent,
-					age(now, b.Created), age(now, b.LastOutput), clip(oneLine(b.Title.String()), 60))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.Name, b.Owner, state, b.Agent, fmt.Sprintf("%dMiB/%dcpu", b.MemoryMiB, b.VCPUs),
+					age(now, b.Created), age(now, b.LastOutput), age(now, b.Deadline), clip(oneLine(b.Title.String()), 60))
 			}
 			return tw.Flush()
 		},
@@ -237,6 +247,7 @@ func writeBox(w io.Writer, b fleet.Box, now time.Time) {
 		row("reason", oneLine(b.Reason.String()))
 	}
 	row("agent", b.Agent)
+	row("size", size(b))
 	row("task", oneLine(b.Task.String()))
 	for _, r := range b.Repos {
 		ref := r.Ref

@@ -216,7 +216,7 @@ func TestOwnership(t *testing.T) {
 		{"answer", "--follow-up", name, "x"}, {"answer", "--force", name, "x"}, {"ask", name, "q"},
 		{"inbox", name}, {"inbox", "rm", name, "1"}, {"diff", name}, {"diff", "--stat", name},
 		{"sleep", name}, {"wake", name}, {"keep", name}, {"unkeep", name}, {"rm", name},
-		{"allow", name}, {"allow", name, "example.com"}, {"exec", name, "--", "true"},
+		{"allow", name}, {"allow", name, "example.com"}, {"exec", name, "--", "true"}, {"extend", name, "1h"},
 		{"-tt", "attach", name},
 	}
 	for _, c := range cmds {

@@ -44,6 +44,7 @@ func TestCommandsOverSSH(t *testing.T) {
 		"audit":           {},
 		"diff":            {notFound: []string{nobox}, box: true},
 		"exec":            {notFound: []string{nobox, "--", "true"}, box: true},
+		"extend":          {notFound: []string{nobox, "1h"}, box: true},
 		"inbox":           {notFound: []string{nobox}, box: true},
 		"inbox rm":        {notFound: []string{nobox, "1"}, box: true},
 		"keep":            {notFound: []string{nobox}, box: true},

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"io"
+	"time"
 
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
@@ -28,6 +29,7 @@ type boxes interface {
 	Sleep(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
 	Wake(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
 	Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error)
+	Extend(ctx context.Context, caller keys.Actor, name string, by time.Duration) (fleet.Box, error)
 	Destroy(ctx context.Context, caller keys.Actor, name string) error
 	MentionedRepos(task string, given []fleet.RepoSpec) []string
 	Repos(ctx context.Context, caller keys.Actor, account, query string) ([]forge.RepoInfo, error)

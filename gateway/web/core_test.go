@@ -344,6 +344,17 @@ func (c *scriptedCore) Keep(_ context.Context, caller keys.Actor, name string, k
 	return b.box, nil
 }
 
+func (c *scriptedCore) Extend(_ context.Context, caller keys.Actor, name string, by time.Duration) (fleet.Box, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return fleet.Box{}, err
+	}
+	b.box.Deadline = b.box.Deadline.Add(by)
+	return b.box, nil
+}
+
 func (c *scriptedCore) Destroy(_ context.Context, caller keys.Actor, name string) error {
 	c.mu.Lock()
 	b, err := c.box(caller, name)

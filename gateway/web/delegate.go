@@ -143,12 +143,17 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
 	f := views.DelegateForm{
 		Task: r.PostFormValue("task"), Repos: repoRows(r), Agent: r.PostFormValue("agent"), Allow: r.PostFormValue("allow"),
 		Keep: r.PostFormValue("keep") == "1", Setup: strings.ReplaceAll(r.PostFormValue("setup"), "\r\n", "\n"),
+		Memory: r.PostFormValue("memory"), CPUs: r.PostFormValue("cpus"),
 	}
 	if op := r.PostFormValue("op"); op != "" {
 		s.editRepoRows(w, r, c, f, op)
 		return
 	}
 	req := fleet.DelegateRequest{Task: f.Task, Agent: f.Agent, Allow: strings.Fields(strings.ReplaceAll(f.Allow, ",", " ")), Keep: f.Keep, Setup: f.Setup}
+	if err := sizeFields(&req, f); err != nil {
+		s.delegateFailed(w, r, err, f)
+		return
+	}
 	for _, row := range f.Repos {
 		// A row left empty is no repository; a half-filled one (a ref
 		// alone) goes to the core, which says what is wrong with it.

@@ -10,7 +10,7 @@
 // (a delegation's steps; /stream: SSE), GET /boxes/{box},
 // GET /boxes/{box}/stream (status and log SSE; id = log offset, so
 // Last-Event-ID resumes), /log.txt, /diff, /files, /artifact (download only,
-// sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy,title,repos},
+// sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy,title,repos,extend},
 // GET /settings with its POSTs, GET /audit and GET|POST /pool (admins: the
 // warm pool, pool.go), POST /csp-report,
 // GET /static/. Every state-changing console route is a POST behind
@@ -369,6 +369,7 @@ func (s *Server) consoleRoutes() {
 	}
 	s.handle("POST /boxes/{box}/title", s.page(s.setTitle))
 	s.handle("POST /boxes/{box}/repos", s.page(s.addRepo))
+	s.handle("POST /boxes/{box}/extend", s.page(s.extend))
 	s.handle("GET /settings", s.page(s.settings))
 	s.handle("POST /settings/accounts", s.page(s.addAccount))
 	s.handle("POST /settings/accounts/{name}/default", s.page(s.accountAction("default")))

@@ -85,6 +85,10 @@ type Backend struct {
 	upgrade    bool
 	saidStock  bool
 	saidBroken bool
+	// smp is the kernel of boxes with more than one vCPU when boot's
+	// kernel is built without SMP (the small one): the stock kernel,
+	// prepared on the first such box (smpkernel.go).
+	smp *bootKernel
 
 	ramDir string     // "" = guest RAM in the box directories
 	ramMu  sync.Mutex // creating and removing files in ramDir, and ramDir itself
@@ -374,8 +378,11 @@ func (b *Backend) Save(ctx context.Context, vb vm.Box) error {
 	return b.saveLocked(bx)
 }
 
-func (b *Backend) machineFor(ctx context.Context, bx *box) machine {
-	boot := b.bootKernel(ctx)
+func (b *Backend) machineFor(ctx context.Context, bx *box) (machine, error) {
+	boot, err := b.bootKernelFor(ctx, bx.rec.Box.Spec.VCPUs)
+	if err != nil {
+		return machine{}, fmt.Errorf("box %q: %w", bx.rec.Box.Name, err)
+	}
 	initramfs := boot.Initramfs
 	if bx.rec.Root != "" {
 		initramfs = boot.ImageInitramfs
@@ -389,7 +396,7 @@ func (b *Backend) machineFor(ctx context.Context, bx *box) machine {
 		FreePageReporting: boot.FreePages,
 		Egress:            bx.rec.Box.Spec.Egress,
 		Forwarder:         b.forwarder,
-	}
+	}, nil
 }
 
 // checkEgress refuses a command line whose egress paths QEMU could misread
@@ -451,7 +458,11 @@ func (b *Backend) Start(ctx context.Context, name string) error {
 	// (sparse) memory.
 	os.Remove(filepath.Join(bx.dir, snapFile))
 	os.Remove(filepath.Join(bx.dir, ramFile))
-	return b.launch(bx, b.machineFor(ctx, bx))
+	m, err := b.machineFor(ctx, bx)
+	if err != nil {
+		return err
+	}
+	return b.launch(bx, m)
 }
 
 // dialUnix dials a unix socket QEMU creates at start, retrying until it

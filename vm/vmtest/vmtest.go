@@ -624,6 +624,57 @@ func Run(t *testing.T, s Setup) {
 		}
 	})
 
+	// SetMaxDuration (extend) moves a live box's deadline: the record
+	// keeps it across a restart and the machine outlives its first
+	// deadline.
+	t.Run("SetMaxDuration", func(t *testing.T) {
+		const name = "conf-extend"
+		short := spec
+		short.MaxDuration = 20 * time.Second
+		if _, err := m.Create(ctx, name, short); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { m.Destroy(ctx, name) }()
+		if _, err := m.SetMaxDuration(ctx, "no-such-box", time.Hour); !errors.Is(err, vm.ErrNotFound) {
+			t.Fatalf("SetMaxDuration of a missing box: %v", err)
+		}
+		b, err := m.Start(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := b.Deadline()
+		if time.Until(first) < 5*time.Second {
+			t.Skipf("boot took %v of the box's 20 s", time.Since(b.Started))
+		}
+		if b, err = m.SetMaxDuration(ctx, name, time.Hour); err != nil || !b.Deadline().Equal(b.Started.Add(time.Hour)) {
+			t.Fatalf("SetMaxDuration: %v, deadline %v", err, b.Deadline())
+		}
+		m.Close()
+		m = newManager(t)
+		if b, err = m.Get(name); err != nil || !b.Deadline().Equal(b.Started.Add(time.Hour)) || b.State != vm.Running {
+			t.Fatalf("after a restart: %v %+v", err, b)
+		}
+		time.Sleep(time.Until(first.Add(2 * time.Second)))
+		if b, _ = m.Get(name); b.State != vm.Running {
+			t.Fatalf("past the first deadline: %+v", b)
+		}
+		ExecTrue(ctx, t, m, name)
+		// Back to a deadline already past: the timer ends the box at once.
+		if _, err := m.SetMaxDuration(ctx, name, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		stop := time.Now().Add(time.Minute)
+		for b, _ = m.Get(name); b.State != vm.Failed && time.Now().Before(stop); b, _ = m.Get(name) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if b.State != vm.Failed || !strings.Contains(b.Reason, "max duration 1s reached") {
+			t.Fatalf("a deadline moved into the past: %+v", b)
+		}
+		if _, err := m.SetMaxDuration(ctx, name, time.Hour); !errors.Is(err, vm.ErrState) {
+			t.Fatalf("SetMaxDuration of a failed box: %v", err)
+		}
+	})
+
 	select {
 	case ev := <-second:
 		if ev.To != vm.Creating {
