@@ -25,7 +25,7 @@ type DelegateIn struct {
 	Task  string   `json:"task" jsonschema:"what the agent should do, in plain words, with everything it needs to know"`
 	Repos []RepoIn `json:"repos,omitempty" jsonschema:"repositories to clone into /workspace (may be empty)"`
 	Agent string   `json:"agent,omitempty" jsonschema:"agent profile: claude (default) or script (a deterministic test agent)"`
-	Allow []string `json:"allow,omitempty" jsonschema:"extra egress domains the box may reach, e.g. pypi.org or *.example.com (ports 80 and 443), example.com:8443 (that port); everything else is denied"`
+	Allow []string `json:"allow,omitempty" jsonschema:"extra egress domains the box may reach, e.g. pypi.org or *.example.com (ports 80 and 443), example.com:8443 (that port), or presets such as @npm, @pypi, @github (see the presets tool); everything else is denied"`
 	Keep  bool     `json:"keep,omitempty" jsonschema:"exempt the box from the sleep TTL"`
 	Setup string   `json:"setup,omitempty" jsonschema:"a shell script run as root in the box before the agent starts (install packages or toolchains the task needs; the agent itself runs unprivileged); its output is in the box's log and a non-zero exit fails the box"`
 	Wait  *int     `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the agent to finish or ask, in seconds; omitted: the server's maximum; 0: return once it started"`

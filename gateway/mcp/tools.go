@@ -396,6 +396,7 @@ func (h *handler) addTools() {
 	h.addNotifyTools()
 	h.addBoxEditTools()
 	h.addParityTools()
+	h.addPresetTools()
 }
 
 // watch reads one page of a box's log.
