@@ -44,7 +44,7 @@ func (c *call) presetsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Example = c.examples("presets", "presets --json", "new --allow @npm --allow @github \"fix the build\"", "allow fix-the-flaky-3f2a1c @pypi")
+	cmd.Example = c.examples("presets", "presets --json")
 	jsonFlag(cmd)
 	var clear bool
 	def := &cobra.Command{
