@@ -61,8 +61,8 @@ func TestPresetGrantKeepsAddressPolicy(t *testing.T) {
 	}
 	for target, why := range map[string]string{
 		"http://files.pythonhosted.org/packages/x": "address", // the preset names it; 10.1.2.3 is private
-		"http://pypi.org.evil.example/":           "allow-list",
-		"http://registry.npmjs.org/":              "allow-list", // @npm was not asked for
+		"http://pypi.org.evil.example/":            "allow-list",
+		"http://registry.npmjs.org/":               "allow-list", // @npm was not asked for
 	} {
 		out, code := g.sh(b.Name, "curl -sS --max-time 20 -w ' status=%{http_code}' "+target)
 		if (code == 0 && !strings.Contains(out, "status=403")) || !strings.Contains(out, why) {
