@@ -313,7 +313,7 @@ func (f *Fleet) setAllow(ctx context.Context, caller keys.Actor, name string, do
 // one change under the box's lock: two fronts adding at once both land.
 func (f *Fleet) editAllow(ctx context.Context, caller keys.Actor, name string, add, remove []string) (Box, error) {
 	if len(add) == 0 && len(remove) == 0 {
-		return Box{}, fmt.Errorf("allow-list: name a domain to add (example.com, *.example.com, example.com:8443) or one to remove: %w", ErrInvalid)
+		return Box{}, fmt.Errorf("allow-list: name a domain to add (example.com, *.example.com, example.com:8443, or a preset like @npm) or one to remove: %w", ErrInvalid)
 	}
 	adding, err := cleanAllow(add)
 	if err != nil {
@@ -321,7 +321,9 @@ func (f *Fleet) editAllow(ctx context.Context, caller keys.Actor, name string, a
 	}
 	gone := map[string]bool{}
 	for _, d := range remove {
-		if e, err := netpolicy.ParseEntry(d); err == nil {
+		if ref, err := netpolicy.ParsePresetRef(d, false); err == nil {
+			d = ref
+		} else if e, err := netpolicy.ParseEntry(d); err == nil {
 			d = e.String()
 		}
 		gone[d] = true

@@ -108,6 +108,10 @@ func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateReques
 	if err != nil {
 		return c, err
 	}
+	// The caller's default presets join every box they delegate.
+	if allow, err = f.withUserPresets(ctx, caller.User, allow); err != nil {
+		return c, err
+	}
 	c.allow = allow
 	if len(req.Repos) > MaxRepos {
 		return c, fmt.Errorf("%d repos (max %d): %w", len(req.Repos), MaxRepos, ErrInvalid)

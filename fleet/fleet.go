@@ -121,6 +121,13 @@ type Config struct {
 	// requests and repository lists go through; nil: none (those calls
 	// are Unavailable).
 	Forge forge.Forge
+	// Presets keeps users' default egress presets; nil: none (setting
+	// them is Unavailable).
+	Presets PresetStore
+	// SitePresets are the egress presets every box's grant holds (the
+	// configuration key net.default_presets: "@npm" or "npm"); an
+	// unknown name stops New.
+	SitePresets []string
 }
 
 // Fleet is the core: the caller-checked front door (api.go) over parts
@@ -151,6 +158,9 @@ type Fleet struct {
 	grants   *grants   // net.go: what a machine's network path may reach
 	notify   *notifier // notify*.go: channels, the outbox, the dispatcher
 	forge    forge.Forge
+	presets  PresetStore // presets.go: users' default presets
+	// sitePresets are the presets in every box's grant.
+	sitePresets []string
 }
 
 // background is the core's own work (turns followed, mirrors, the pool,
@@ -217,6 +227,11 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Cluster != nil && cfg.ID == "" {
 		return nil, errors.New("fleet: a Cluster needs an ID")
 	}
+	site, err := netpolicy.ParsePresetRefs(cfg.SitePresets, true)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: site default presets (net.default_presets): %w", err)
+	}
+	cfg.SitePresets = site
 	logDir := filepath.Join(cfg.DataDir, "logs")
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
@@ -253,6 +268,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	f := &Fleet{
 		store: cfg.Store, vm: cfg.VM, audit: cfg.Audit, red: cfg.Redactor, dataDir: cfg.DataDir,
 		now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, forge: cfg.Forge,
+		presets: cfg.Presets, sitePresets: cfg.SitePresets,
 		bg: bg, policy: &livePolicy{p: cfg.Policy},
 		leases: &leases{cluster: cfg.Cluster, id: cfg.ID, log: cfg.Logger},
 	}
@@ -269,7 +285,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	f.logs.runs = f.runs
 	f.pool = &pool{vm: f.vm, net: f.net, policy: f.policy, leases: f.leases, audit: f.audit, bg: bg, now: f.now, log: f.log}
 	f.files = &files{vm: f.vm, locks: f.locks, red: f.red, audit: f.audit, now: f.now}
-	f.grants = &grants{records: f.records, locks: f.locks, settings: f.settings, boxes: map[string]string{}}
+	f.grants = &grants{records: f.records, locks: f.locks, settings: f.settings, site: f.sitePresets, boxes: map[string]string{}}
 	f.notify = newNotifier(cfg, f)
 	return f
 }

@@ -3,11 +3,13 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/internal/netpolicy"
 )
 
 // Network gives each machine its one network path: the gateway's box
@@ -75,6 +77,8 @@ type grants struct {
 	records  *records
 	locks    *locks
 	settings *settings
+	// site are the presets every box's grant holds (net.default_presets).
+	site []string
 
 	mu    sync.Mutex
 	boxes map[string]string // machine → the box that last held it
@@ -114,7 +118,9 @@ func (v *grants) grant(ctx context.Context, vmName string) (NetGrant, error) {
 	if err != nil || !ok {
 		return NetGrant{}, err
 	}
-	g := NetGrant{Box: rec.Name, Owner: rec.Owner, Allow: rec.Allow, Model: rec.Model}
+	// The box network matches host names only: the site's presets and the
+	// box's own list, every preset reference expanded to its entries.
+	g := NetGrant{Box: rec.Name, Owner: rec.Owner, Allow: netpolicy.Expand(append(slices.Clone(v.site), rec.Allow...)), Model: rec.Model}
 	for _, r := range rec.Repos {
 		_, tok, err := v.settings.accounts.Token(ctx, rec.Owner, r.Account)
 		if err != nil {

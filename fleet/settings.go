@@ -318,7 +318,8 @@ func (s *settings) removeAccount(ctx context.Context, caller keys.Actor, name st
 // cleanAllow checks an egress allow-list and puts its entries in canonical
 // form: the box network's one parser of entries (netpolicy.ParseEntry), the
 // one its proxy matches with. An entry is a host name, *.suffix or an IP
-// address, with :PORT for a port other than 80 and 443.
+// address, with :PORT for a port other than 80 and 443, or a preset
+// reference (@npm: presets.go), kept as the reference.
 func cleanAllow(domains []string) ([]string, error) {
 	if len(domains) > maxAllow {
 		return nil, fmt.Errorf("%d allowed domains (max %d): %w", len(domains), maxAllow, ErrInvalid)
@@ -326,9 +327,20 @@ func cleanAllow(domains []string) ([]string, error) {
 	out := []string{}
 	seen := map[string]bool{}
 	for _, d := range domains {
+		if netpolicy.IsPresetRef(d) {
+			ref, err := cleanPresetRef(d)
+			if err != nil {
+				return nil, err
+			}
+			if !seen[ref] {
+				seen[ref] = true
+				out = append(out, ref)
+			}
+			continue
+		}
 		e, err := netpolicy.ParseEntry(d)
 		if err != nil {
-			return nil, fmt.Errorf("allowed domain %q: %v (e.g. example.com, *.example.com, example.com:8443): %w", d, err, ErrInvalid)
+			return nil, fmt.Errorf("allowed domain %q: %v (e.g. example.com, *.example.com, example.com:8443, or a preset like @npm): %w", d, err, ErrInvalid)
 		}
 		if c := e.String(); !seen[c] {
 			seen[c] = true

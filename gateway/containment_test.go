@@ -97,6 +97,10 @@ func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*conf
 			"private.test":  netip.MustParseAddr("10.1.2.3"),
 			"meta.test":     netip.MustParseAddr("169.254.169.254"),
 			"loopback.test": netip.MustParseAddr("127.0.0.1"),
+			// A preset's names (TestPresetGrantKeepsAddressPolicy): one
+			// public-like (loopback, trusted here), one private.
+			"pypi.org":               netip.MustParseAddr("127.0.0.1"),
+			"files.pythonhosted.org": netip.MustParseAddr("10.1.2.3"),
 		}},
 	})
 	if err != nil {

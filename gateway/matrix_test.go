@@ -393,6 +393,7 @@ var httpRoutes = map[string]httpRoute{
 	"POST /settings/notify/{name}/enable":    {path: "/settings/notify/nosuch/enable", auth: "session", right: notFound, other: notFound},
 	"POST /settings/notify/{name}/disable":   {path: "/settings/notify/nosuch/disable", auth: "session", right: notFound, other: notFound},
 	"POST /settings/keys":                    {path: "/settings/keys", body: "name=m&expires=1h", auth: "session"},
+	"POST /settings/presets":                 {path: "/settings/presets", body: "presets=%40npm", auth: "session"},
 	"POST /settings/keys/{id}/revoke":        {path: "/settings/keys/{victim-key}/revoke", auth: "session", boxed: true},
 	"POST /settings/sessions/{id}/revoke":    {path: "/settings/sessions/{victim-session}/revoke", auth: "session", boxed: true},
 	"GET /audit":                             {path: "/audit", auth: "session-admin"},
@@ -627,6 +628,9 @@ var mcpTools = map[string]mcpTool{
 	"allow":        {args: map[string]any{"box": "{box}", "domains": []any{"example.com"}}, write: true},
 	"pool":         {args: map[string]any{}, admin: true},
 	"pool_set":     {args: map[string]any{"size": 0}, write: true, admin: true},
+	// Each user's own default set.
+	"presets":         {args: map[string]any{}, other: ok},
+	"presets_default": {args: map[string]any{"presets": []any{"@npm"}}, write: true, other: ok},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
@@ -857,6 +861,9 @@ var sshCommands = map[string]sshCommand{
 	"repos":    {args: "--account nosuch", right: notFound, other: notFound},
 	"title":    {args: "{box} matrix title", boxed: true},
 	"repo add": {args: "{box} acme/widget", boxed: true, right: invalid},
+	// Each user's own default set: another user sets theirs.
+	"presets":         {},
+	"presets default": {args: "@npm"},
 }
 
 var sshCreds = []string{credNone, credRevoked, "disabled-user", credOther, credRight}

@@ -257,6 +257,7 @@ type dataStore interface {
 	fleet.Store
 	fleet.MCPStore
 	fleet.NotifyStore
+	fleet.PresetStore
 	Close() error
 }
 

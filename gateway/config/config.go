@@ -236,6 +236,10 @@ type Net struct {
 	// forbidden address is refused, as for the egress proxy, which this
 	// never opens.
 	PrivateUpstreams []string `yaml:"private_upstreams"`
+	// DefaultPresets are the egress presets every box may reach, on top
+	// of its own allow-list ("@npm", or "npm"; `ssh … presets` lists
+	// them). Empty: none.
+	DefaultPresets []string `yaml:"default_presets"`
 }
 
 // Default returns the configuration used when nothing overrides it.

@@ -189,6 +189,7 @@ var table = []field{
 	integer("model.max_tokens", func(c *Config) *int { return &c.Model.MaxTokens }),
 	dur("mcp.wait_max", func(c *Config) *Duration { return &c.MCP.WaitMax }),
 	list("net.private_upstreams", func(c *Config) *[]string { return &c.Net.PrivateUpstreams }),
+	list("net.default_presets", func(c *Config) *[]string { return &c.Net.DefaultPresets }),
 	dur("web.session_idle", func(c *Config) *Duration { return &c.Web.SessionIdle }),
 	dur("web.session_lifetime", func(c *Config) *Duration { return &c.Web.SessionLifetime }),
 	boolean("web.secure_cookies", func(c *Config) *bool { return &c.Web.SecureCookies }),
@@ -404,6 +405,9 @@ func (c Config) Validate() error {
 	private, err := c.PrivateUpstreams()
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := netpolicy.ParsePresetRefs(c.Net.DefaultPresets, true); err != nil {
+		errs = append(errs, fmt.Errorf("config: net.default_presets: %w", err))
 	}
 	// An upstream the box network would refuse: said at start, not at a
 	// box's first request. (A name is judged by its addresses at dial.)

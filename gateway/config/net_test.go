@@ -75,3 +75,20 @@ func TestPrivateUpstreams(t *testing.T) {
 		t.Errorf("PrivateUpstreams = %v, %v", got, err)
 	}
 }
+
+// net.default_presets names egress presets, checked at load: an unknown
+// one stops the gateway, naming the key and the known presets.
+func TestDefaultPresetsKey(t *testing.T) {
+	cfg, err := Load(Sources{DataDir: writeYAML(t, "net:\n  default_presets: [\"@npm\", github]\n")})
+	if err != nil || !slices.Equal(cfg.Net.DefaultPresets, []string{"@npm", "github"}) {
+		t.Fatalf("%v, %v", cfg.Net.DefaultPresets, err)
+	}
+	cfg, err = Load(Sources{DataDir: writeYAML(t, ""), Environ: []string{"SBX_NET_DEFAULT_PRESETS=@pypi,@go"}})
+	if err != nil || !slices.Equal(cfg.Net.DefaultPresets, []string{"@pypi", "@go"}) {
+		t.Fatalf("from the environment: %v, %v", cfg.Net.DefaultPresets, err)
+	}
+	_, err = Load(Sources{DataDir: writeYAML(t, ""), Flags: map[string]string{"net.default_presets": "@npm,@nope"}})
+	if err == nil || !strings.Contains(err.Error(), "net.default_presets") || !strings.Contains(err.Error(), "unknown preset @nope (known: @apt") {
+		t.Errorf("an unknown preset: %v", err)
+	}
+}

@@ -53,7 +53,7 @@ func (i InboxRemoveOut) boxName() string { return i.Box }
 // AllowIn changes a box's egress allow-list.
 type AllowIn struct {
 	Box     string   `json:"box" jsonschema:"the box name"`
-	Domains []string `json:"domains,omitempty" jsonschema:"entries to add: example.com or *.example.com (ports 80 and 443), example.com:8443 (that port)"`
+	Domains []string `json:"domains,omitempty" jsonschema:"entries to add: example.com or *.example.com (ports 80 and 443), example.com:8443 (that port), or a preset such as @npm or @pypi (see the presets tool)"`
 	Replace bool     `json:"replace,omitempty" jsonschema:"make the list exactly domains instead of adding to it (no domains: clear it)"`
 }
 

@@ -25,7 +25,7 @@ type DelegateIn struct {
 	Task      string   `json:"task" jsonschema:"what the agent should do, in plain words, with everything it needs to know"`
 	Repos     []RepoIn `json:"repos,omitempty" jsonschema:"repositories to clone into /workspace (may be empty)"`
 	Agent     string   `json:"agent,omitempty" jsonschema:"agent profile: claude (default) or script (a deterministic test agent)"`
-	Allow     []string `json:"allow,omitempty" jsonschema:"extra egress domains the box may reach, e.g. pypi.org or *.example.com (ports 80 and 443), example.com:8443 (that port); everything else is denied"`
+	Allow     []string `json:"allow,omitempty" jsonschema:"extra egress domains the box may reach, e.g. pypi.org or *.example.com (ports 80 and 443), example.com:8443 (that port), or presets such as @npm, @pypi, @github (see the presets tool); everything else is denied"`
 	Keep      bool     `json:"keep,omitempty" jsonschema:"exempt the box from the sleep TTL"`
 	MemoryMiB int      `json:"memory_mib,omitempty" jsonschema:"the box's memory in MiB; omitted: the gateway's default size; at most the gateway's cap (box.max_memory_mib)"`
 	CPUs      int      `json:"cpus,omitempty" jsonschema:"the box's vCPUs; omitted: the default; at most the gateway's cap (box.max_cpus)"`

@@ -398,6 +398,7 @@ func (h *handler) addTools() {
 	h.addNotifyTools()
 	h.addBoxEditTools()
 	h.addParityTools()
+	h.addPresetTools()
 }
 
 // watch reads one page of a box's log.

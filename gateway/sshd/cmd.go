@@ -47,6 +47,7 @@ func (c *call) root() *cobra.Command {
 	root.AddCommand(c.accountCmd(), c.mcpCmd(), c.poolCmd(), c.attachCmd(), c.execCmd())
 	root.AddCommand(c.notifyCmd())
 	root.AddCommand(c.prCmd(), c.reposCmd())
+	root.AddCommand(c.presetsCmd())
 	root.AddGroup(&cobra.Group{ID: groupBoxes, Title: "Boxes:"}, &cobra.Group{ID: groupAdmin, Title: "Accounts and administration:"})
 	for _, sub := range root.Commands() {
 		if sub.GroupID == "" {

@@ -133,7 +133,7 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&repos, "repo", nil, "a repository (owner/name or https URL); repeat for more")
 	cmd.Flags().StringVar(&ref, "ref", "", "branch, tag or commit of the repositories (default: their default branch)")
 	cmd.Flags().StringVar(&agentName, "agent", "", "agent profile: claude (default) or script")
-	cmd.Flags().StringArrayVar(&allow, "allow", nil, "an extra egress domain the box may reach (example.com, *.example.com; ports 80 and 443, or example.com:8443); repeat for more")
+	cmd.Flags().StringArrayVar(&allow, "allow", nil, "an extra egress domain the box may reach (example.com, *.example.com; ports 80 and 443, or example.com:8443) or a preset (@npm; see presets); repeat for more")
 	cmd.Flags().BoolVar(&keep, "keep", false, "never destroy the box while it sleeps")
 	cmd.Flags().StringVar(&memory, "memory", "", "the box's memory in MiB (default: the gateway's vm.memory_mib; at most box.max_memory_mib)")
 	cmd.Flags().StringVar(&cpus, "cpus", "", "the box's vCPUs (default: the gateway's vm.vcpus; at most box.max_cpus)")
@@ -564,7 +564,7 @@ func (c *call) allowCmd() *cobra.Command {
 			return nil
 		})
 	cmd.Flags().BoolVar(&set, "set", false, "replace the list with exactly these domains (none: clear it)")
-	cmd.Example = c.examples("allow fix-the-flaky-3f2a1c", "allow fix-the-flaky-3f2a1c pypi.org '*.pythonhosted.org'",
+	cmd.Example = c.examples("allow fix-the-flaky-3f2a1c", "allow fix-the-flaky-3f2a1c @pypi", "allow fix-the-flaky-3f2a1c pypi.org '*.pythonhosted.org'",
 		"allow fix-the-flaky-3f2a1c example.com:8443", "allow --set fix-the-flaky-3f2a1c")
 	jsonFlag(cmd)
 	return cmd

@@ -380,6 +380,7 @@ func (s *Server) consoleRoutes() {
 	for _, a := range []string{"delete", "test", "enable", "disable"} {
 		s.handle("POST /settings/notify/{name}/"+a, s.page(s.channelAction(a)))
 	}
+	s.handle("POST /settings/presets", s.page(s.setDefaultPresets))
 	s.handle("POST /settings/keys", s.page(s.createKey))
 	s.handle("POST /settings/keys/{id}/revoke", s.page(s.revokeKey))
 	s.handle("POST /settings/sessions/{id}/revoke", s.page(s.revokeSession))
