@@ -63,6 +63,7 @@ type entry struct {
 	creating int // memory of a box being created, not in the records yet
 	timer    *time.Timer
 	deadline time.Time // what timer is set for
+	armed    uint64    // counts arm's timers: a callback whose count is not the latest is stale
 	client   *agent.Client
 }
 
@@ -404,16 +405,29 @@ func (m *Manager) arm(box Box) {
 	}
 	name := box.Name
 	e.deadline = dl
-	var t *time.Timer
-	t = time.AfterFunc(time.Until(dl), func() { m.expire(name, e, t) })
-	e.timer = t
+	// The callback knows its timer by count, not by the *time.Timer: a
+	// deadline already past fires at once, before AfterFunc has returned
+	// the timer to compare with (a moved-into-the-past deadline was lost so).
+	e.armed++
+	n := e.armed
+	e.timer = time.AfterFunc(time.Until(dl), func() { m.expire(name, e, n) })
 }
 
-func (m *Manager) expire(name string, armed *entry, t *time.Timer) {
+// stopTimer stops e's max-duration timer, and a callback of it already
+// running finds itself stale. The caller holds m.mu.
+func (e *entry) stopTimer() {
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	e.armed++
+}
+
+func (m *Manager) expire(name string, armed *entry, n uint64) {
 	m.mu.Lock()
-	if armed.timer != t {
+	if armed.armed != n {
 		m.mu.Unlock()
-		return // re-armed for a later deadline meanwhile
+		return // re-armed for another deadline meanwhile
 	}
 	armed.timer = nil
 	m.mu.Unlock()
@@ -506,9 +520,7 @@ func (m *Manager) Destroy(ctx context.Context, name string) error {
 		return fmt.Errorf("destroy box %q: %w", name, err)
 	}
 	m.mu.Lock()
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.stopTimer()
 	delete(m.boxes, name)
 	m.mu.Unlock()
 	m.save(box, Destroyed, "")
@@ -562,9 +574,7 @@ func (m *Manager) Close() error {
 	m.closed = true
 	var clients []*agent.Client
 	for _, e := range m.boxes {
-		if e.timer != nil {
-			e.timer.Stop()
-		}
+		e.stopTimer()
 		if e.client != nil {
 			clients = append(clients, e.client)
 			e.client = nil
@@ -640,10 +650,7 @@ func (f follower) Forget(name string) {
 	e := m.boxes[name]
 	var c *agent.Client
 	if e != nil {
-		if e.timer != nil {
-			e.timer.Stop()
-			e.timer = nil
-		}
+		e.stopTimer()
 		c, e.client = e.client, nil
 		if e.creating == 0 {
 			delete(m.boxes, name) // an operation waiting for it finds the box gone
