@@ -5,27 +5,21 @@ import (
 	"time"
 
 	"sbx.dev/sbx/fleet"
+	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/views"
 )
 
 // extend is the box page's form pushing the deadline out (by: 30m, 2h).
-func (s *Server) extend(w http.ResponseWriter, r *http.Request) {
-	core, ok := s.core(w, r)
-	if !ok || !s.form(w, r) {
-		return
-	}
-	c, _ := callerFrom(r.Context())
-	name := r.PathValue("box")
+func extend(r *http.Request, core boxes, caller keys.Actor, name string) (string, error) {
 	by, err := fleet.ParseExtension(r.PostFormValue("by"))
-	var b fleet.Box
-	if err == nil {
-		b, err = core.Extend(r.Context(), c.actor(), name, by)
-	}
 	if err != nil {
-		s.failPage(w, r, err)
-		return
+		return "", err
 	}
-	s.done(w, r, views.BoxURL(name, ""), "Deadline moved to "+b.Deadline.UTC().Format(time.RFC3339)+".")
+	b, err := core.Extend(r.Context(), caller, name, by)
+	if err != nil {
+		return "", err
+	}
+	return "Deadline moved to " + b.Deadline.UTC().Format(time.RFC3339) + ".", nil
 }
 
 // sizeFields puts the delegate form's memory and vCPUs into req, parsed

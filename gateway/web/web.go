@@ -367,9 +367,9 @@ func (s *Server) consoleRoutes() {
 	for _, a := range []string{"sleep", "wake", "keep", "unkeep", "destroy"} {
 		s.handle("POST /boxes/{box}/"+a, s.page(s.boxAction(a)))
 	}
-	s.handle("POST /boxes/{box}/title", s.page(s.setTitle))
-	s.handle("POST /boxes/{box}/repos", s.page(s.addRepo))
-	s.handle("POST /boxes/{box}/extend", s.page(s.extend))
+	s.handle("POST /boxes/{box}/title", s.page(s.boxForm(setTitle)))
+	s.handle("POST /boxes/{box}/repos", s.page(s.boxForm(addRepo)))
+	s.handle("POST /boxes/{box}/extend", s.page(s.boxForm(extend)))
 	s.handle("GET /settings", s.page(s.settings))
 	s.handle("POST /settings/accounts", s.page(s.addAccount))
 	s.handle("POST /settings/accounts/{name}/default", s.page(s.accountAction("default")))
