@@ -22,6 +22,9 @@ import (
 type giteaForge struct {
 	api    string // base/api/v1, no trailing slash
 	client *http.Client
+	// mergeWait bounds Merge's retries while Gitea is checking (a field
+	// so a test can shorten it).
+	mergeWait time.Duration
 }
 
 // NewGitea is the Forge of the Gitea or Forgejo at base (the web address
@@ -34,7 +37,7 @@ func NewGitea(base *url.URL, client *http.Client) Forge {
 		c = *client
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &giteaForge{api: APIBase(Gitea, base), client: &c}
+	return &giteaForge{api: APIBase(Gitea, base), client: &c, mergeWait: giteaMergeCheckingWait}
 }
 
 func (g *giteaForge) Kind() Kind { return Gitea }
@@ -395,16 +398,43 @@ func (g *giteaForge) Merge(ctx context.Context, token string, repo Repo, number 
 	if sha != "" {
 		body["head_commit_id"] = sha
 	}
-	err := g.call(ctx, token, "POST", giteaRepoPath(repo)+"/pulls/"+strconv.Itoa(number)+"/merge", body, nil)
-	if err != nil {
+	path := giteaRepoPath(repo) + "/pulls/" + strconv.Itoa(number) + "/merge"
+	err := g.call(ctx, token, "POST", path, body, nil)
+	// After a push Gitea checks the pull request again on its own time and
+	// refuses a merge until it is done ("Please try again later", which it
+	// also answers while a conflict stands): wait for the check like a
+	// person retrying the button would.
+	for deadline, pause := time.Now().Add(g.mergeWait), 200*time.Millisecond; giteaStillChecking(err) && time.Now().Before(deadline); pause = min(2*pause, 2*time.Second) {
+		select {
+		case <-ctx.Done():
+			return PullRequest{}, fmt.Errorf("merge %s#%d: %w: %w", repo, number, ctx.Err(), errkind.Unavailable)
+		case <-time.After(pause):
+		}
+		err = g.call(ctx, token, "POST", path, body, nil)
+	}
+	switch {
+	case err == nil:
+		return g.Get(ctx, token, repo, number)
+	case giteaStillChecking(err):
+		return PullRequest{}, fmt.Errorf("merge %s#%d: %w", repo, number, errkind.New(errkind.Conflict,
+			fmt.Sprintf("Gitea still reads the pull request as not mergeable after %s: it conflicts with its base, or Gitea has not finished checking it; look at the card and try again", g.mergeWait)))
+	case errors.Is(err, errkind.Conflict) && strings.Contains(err.Error(), "not allowed to merge"):
 		// Gitea answers 405 to a token that may not merge, as to a pull
 		// request that cannot be merged now.
-		if errors.Is(err, errkind.Conflict) && strings.Contains(err.Error(), "not allowed to merge") {
-			return PullRequest{}, fmt.Errorf("merge %s#%d: %w", repo, number, errkind.New(errkind.Forbidden, "the token may not merge this pull request"))
-		}
-		return PullRequest{}, err
+		return PullRequest{}, fmt.Errorf("merge %s#%d: %w", repo, number, errkind.New(errkind.Forbidden, "the token may not merge this pull request"))
 	}
-	return g.Get(ctx, token, repo, number)
+	return PullRequest{}, err
+}
+
+// giteaMergeCheckingWait bounds how long Merge retries while Gitea answers
+// that the pull request is not mergeable yet: a check after a push takes
+// well under a second on a quiet host and several on a loaded one.
+const giteaMergeCheckingWait = 20 * time.Second
+
+// giteaStillChecking reports whether err is Gitea's answer to a merge of a
+// pull request it does not read as mergeable now (checking or conflicting).
+func giteaStillChecking(err error) bool {
+	return errors.Is(err, errkind.Conflict) && strings.Contains(err.Error(), "Please try again later")
 }
 
 // Close closes pull request number without merging.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"sbx.dev/sbx/internal/errkind"
@@ -81,6 +82,56 @@ func TestGiteaRedirectNotFollowed(t *testing.T) {
 	}
 	if leaked {
 		t.Fatal("the token was sent to the redirect's target")
+	}
+}
+
+// TestGiteaMergeWaitsWhileChecking: Gitea refuses a merge with 405 "Please
+// try again later" while it checks a pull request after a push (CI: an MCP
+// pr_merge right after a push failed with it); Merge retries until the
+// check is done and, when the refusal stands, says why in words. The
+// answers are the ones Gitea v1.26 writes (routers/api/v1/repo/pull.go).
+func TestGiteaMergeWaitsWhileChecking(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refuse  int // merges refused before one lands (-1: never lands)
+		want    *errkind.Kind
+		message string
+	}{
+		{"lands at once", 0, nil, ""},
+		{"checking twice", 2, nil, ""},
+		{"never mergeable", -1, errkind.Conflict, "still reads the pull request as not mergeable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tries int
+			host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == "POST" && r.URL.Path == "/api/v1/repos/a/b/pulls/1/merge":
+					tries++
+					if tc.refuse < 0 || tries <= tc.refuse {
+						w.WriteHeader(http.StatusMethodNotAllowed)
+						w.Write([]byte(`{"message":"Please try again later","url":"https://gitea/api/swagger"}`))
+					}
+				case r.Method == "GET" && r.URL.Path == "/api/v1/repos/a/b/pulls/1":
+					w.Write([]byte(`{"number":1,"state":"closed","merged":true,"head":{"sha":""}}`))
+				default:
+					w.Write([]byte(`[]`))
+				}
+			}))
+			defer host.Close()
+			base, _ := url.Parse(host.URL)
+			g := NewGitea(base, nil).(*giteaForge)
+			g.mergeWait = time.Second
+			pr, err := g.Merge(context.Background(), "tok", Repo{Owner: "a", Name: "b"}, 1, Squash, "")
+			if errkind.Of(err) != tc.want || (tc.message != "" && !strings.Contains(err.Error(), tc.message)) {
+				t.Fatalf("after %d tries: %v (kind %v), want %v %q", tries, err, errkind.Of(err), tc.want, tc.message)
+			}
+			if tc.want == nil && (pr.State != StateMerged || tries != tc.refuse+1) {
+				t.Fatalf("%+v after %d tries", pr, tries)
+			}
+			if tc.refuse < 0 && tries < 3 {
+				t.Fatalf("gave up after %d tries", tries)
+			}
+		})
 	}
 }
 

@@ -78,7 +78,7 @@ func explain(err error) *toolError {
 		msg += ". Tear down (teardown) or sleep boxes you no longer need (list shows them), then retry."
 		result = audit.ResultDenied
 	case kind == errkind.Conflict:
-		msg += ". The box is not in a state that allows this: call status to see its state."
+		msg += ". The box or its pull request is not in a state that allows this: call status (or pr_get) to see it, and retry when it has changed."
 	case errors.Is(err, fleet.ErrScope):
 		// Its message already names the scope to ask for.
 		result = audit.ResultDenied
