@@ -91,7 +91,7 @@ func (l *leases) lockBox(ctx context.Context, m *boxMutex, name string) error {
 	if l.cluster == nil {
 		return nil
 	}
-	key := "box/" + name + "/lock"
+	key := boxLockKey(name)
 	ctx, cancel := context.WithTimeout(ctx, boxLockTTL)
 	defer cancel()
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
@@ -100,11 +100,7 @@ func (l *leases) lockBox(ctx context.Context, m *boxMutex, name string) error {
 			return fmt.Errorf("lock box %q across gateways: %w: %w", name, err, ErrUnavailable)
 		}
 		if ok {
-			m.release = func() {
-				if err := l.cluster.ReleaseLease(context.WithoutCancel(ctx), key, l.id); err != nil {
-					l.log.Warn("release box lock", "box", name, "err", err)
-				}
-			}
+			m.release = l.releaser(ctx, key, name)
 			return nil
 		}
 		select {
@@ -114,6 +110,32 @@ func (l *leases) lockBox(ctx context.Context, m *boxMutex, name string) error {
 		}
 	}
 }
+
+// tryLockBox takes the box's lease across gateways for m if it is free,
+// without waiting.
+func (l *leases) tryLockBox(ctx context.Context, m *boxMutex, name string) (bool, error) {
+	if l.cluster == nil {
+		return true, nil
+	}
+	key := boxLockKey(name)
+	ok, err := l.cluster.TryLease(ctx, key, l.id, boxLockTTL)
+	if err != nil || !ok {
+		return false, err
+	}
+	m.release = l.releaser(ctx, key, name)
+	return true, nil
+}
+
+// releaser gives a box's lease up, once.
+func (l *leases) releaser(ctx context.Context, key, name string) func() {
+	return func() {
+		if err := l.cluster.ReleaseLease(context.WithoutCancel(ctx), key, l.id); err != nil {
+			l.log.Warn("release box lock", "box", name, "err", err)
+		}
+	}
+}
+
+func boxLockKey(name string) string { return "box/" + name + "/lock" }
 
 func followLease(name string) string { return "box/" + name + "/follow" }
 

@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"time"
 )
 
@@ -72,3 +74,40 @@ func (f *Fleet) TransitionForTest(ctx context.Context, name string, to State, te
 
 // MaxAllow is the most entries a box's allow-list holds.
 const MaxAllow = maxAllow
+
+// GatewayLocks is one gateway's box locks over cluster, as endTurn and
+// every action take them.
+type GatewayLocks struct{ l *locks }
+
+func NewGatewayLocks(cluster Cluster, id string) GatewayLocks {
+	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return GatewayLocks{&locks{leases: &leases{cluster: cluster, id: id, log: lg}, boxes: map[string]*boxMutex{}}}
+}
+
+// Lock waits for the box's lock (an action's way).
+func (g GatewayLocks) Lock(ctx context.Context, name string) (func(), error) {
+	m, err := g.l.lock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return m.Unlock, nil
+}
+
+// TryLock is endTurn's way: never waits.
+func (g GatewayLocks) TryLock(ctx context.Context, name string) (func(), bool, error) {
+	m, ok, err := g.l.tryLock(ctx, name)
+	if !ok {
+		return nil, false, err
+	}
+	return m.Unlock, true, nil
+}
+
+// LocalFree reports whether this gateway's own lock of the box is free.
+func (g GatewayLocks) LocalFree(name string) bool {
+	m := g.l.get(name)
+	if !m.TryLock() {
+		return false
+	}
+	m.Unlock()
+	return true
+}

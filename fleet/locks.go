@@ -72,6 +72,22 @@ func (l *locks) lock(ctx context.Context, name string) (*boxMutex, error) {
 	return m, nil
 }
 
+// tryLock takes a box's lock here and, on a cluster, its lease, waiting
+// for neither: ok is false when either is held elsewhere (the lease's
+// error, if any, says why). For a holder that must not block: one whose
+// locker may be waiting for it to stop.
+func (l *locks) tryLock(ctx context.Context, name string) (m *boxMutex, ok bool, err error) {
+	m = l.get(name)
+	if !m.TryLock() {
+		return nil, false, nil
+	}
+	if ok, err := l.leases.tryLockBox(ctx, m, name); !ok {
+		m.Unlock()
+		return nil, false, err
+	}
+	return m, true, nil
+}
+
 // resolve loads a box through the caller: a box they may not see is
 // ErrNotFound, worded exactly like a box that does not exist.
 func (l *locks) resolve(ctx context.Context, caller keys.Actor, name string) (record, error) {

@@ -412,9 +412,21 @@ func (r *runs) noteOutput(name string, turn int, raw int64, session string) {
 // endTurn closes a turn: a question makes the box wait, a queued follow-up
 // starts the next turn, otherwise the box is done.
 func (r *runs) endTurn(ctx context.Context, name string, turn, code int, parser parser, raw int64, self chan struct{}) {
-	lock := r.locks.get(name)
-	for !lock.TryLock() {
-		// Whoever holds the lock may be waiting for this follower to stop.
+	// The box's lock here and, on a cluster, across gateways: an action
+	// through another gateway (a follow-up, a sleep) must not interleave
+	// with this one's reading and writing the record. Whoever holds the
+	// lock may be waiting for this follower to stop, so never block on it.
+	var lock *boxMutex
+	for warned := false; ; {
+		m, ok, err := r.locks.tryLock(ctx, name)
+		if ok {
+			lock = m
+			break
+		}
+		if err != nil && !warned {
+			warned = true
+			r.log.Warn("end of turn: box lock across gateways", "box", name, "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -19,7 +19,7 @@ import (
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/store/internal/pgtest"
+	"sbx.dev/sbx/internal/pgtest"
 )
 
 // eachDialect runs fn against a fresh SQLite file and a fresh PostgreSQL

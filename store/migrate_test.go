@@ -17,7 +17,7 @@ import (
 
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/keys"
-	"sbx.dev/sbx/store/internal/pgtest"
+	"sbx.dev/sbx/internal/pgtest"
 )
 
 // TestFailedMigrationLeavesNothing: a migration runs in one transaction with

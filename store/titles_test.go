@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"sbx.dev/sbx/fleet"
-	"sbx.dev/sbx/store/internal/pgtest"
+	"sbx.dev/sbx/internal/pgtest"
 )
 
 // TestTitleMigrationDerivesFromTask: boxes of a database from before

@@ -14,7 +14,7 @@ import (
 
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
-	"sbx.dev/sbx/store/internal/pgtest"
+	"sbx.dev/sbx/internal/pgtest"
 )
 
 func open(t testing.TB, dsn string) *Store {

@@ -1,4 +1,5 @@
-// Package pgtest gives tests of the store a fresh PostgreSQL database.
+// Package pgtest gives tests a fresh PostgreSQL database (the store's, and
+// the core's cluster leases over it).
 package pgtest
 
 import (
