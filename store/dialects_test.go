@@ -18,8 +18,8 @@ import (
 	"sbx.dev/sbx/audit"
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
-	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/internal/pgtest"
+	"sbx.dev/sbx/keys"
 )
 
 // eachDialect runs fn against a fresh SQLite file and a fresh PostgreSQL

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/internal/pgtest"
+	"sbx.dev/sbx/keys"
 )
 
 // TestFailedMigrationLeavesNothing: a migration runs in one transaction with

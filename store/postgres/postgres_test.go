@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"sbx.dev/sbx/internal/pgtest"
 	"sbx.dev/sbx/keys"
 	"sbx.dev/sbx/store"
-	"sbx.dev/sbx/internal/pgtest"
 )
 
 func open(t testing.TB, dsn string) *Store {
