@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -94,6 +95,15 @@ func runCommand() *cobra.Command {
 // the unprivileged user: started through the drop trampoline, with the
 // agent user's HOME, USER, LOGNAME and PATH.
 func supervise(live io.Writer, out, exitFile, dir, user string, argv []string) (int, error) {
+	// live is this process's stdout, a pipe to the box's agent: when the
+	// gateway dies (kill -9, no detach) the agent closes it, and Go kills a
+	// program that writes to a broken stdout with SIGPIPE, taking the turn
+	// down with it. Catching SIGPIPE turns that into EPIPE, which the live
+	// copy answers by dropping the reader. Caught, not ignored: the agent
+	// started below gets the default disposition back at exec.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	for _, p := range []string{out, exitFile} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return 0, err

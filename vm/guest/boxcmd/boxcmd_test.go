@@ -1,13 +1,19 @@
 package boxcmd
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"sbx.dev/sbx/internal/testutil"
 )
 
 type syncBuf struct {
@@ -141,5 +147,49 @@ func TestScriptAgentFollowUpScript(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(b) != "first\nsecond\n" {
 		t.Fatalf("a.txt: %q %v", b, err)
+	}
+}
+
+// TestRunSurvivesSIGPIPERegression: `sbx box run` copied the turn to its
+// stdout, a pipe to the box's agent; when the gateway was killed (kill -9,
+// no detach) the agent closed the pipe and the next copy killed the
+// supervisor with SIGPIPE (Go's rule for a broken stdout), and the agent
+// with it: the turn stopped writing, no exit file ever came, and the
+// gateway that came back followed a turn that would never end. Found by the
+// fault suite (TestFaults, "gateway kill -9 mid-turn"). The real guest
+// binary runs here, its stdout a pipe whose reader goes away.
+func TestRunSurvivesSIGPIPERegression(t *testing.T) {
+	bin := testutil.GuestBinary(t)
+	out, exit := files(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "box", "run", "--out", out, "--exit", exit, "--",
+		"sh", "-c", "i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo line $i; sleep 0.01; done")
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	// Read the first line, then go away like a killed gateway's connection.
+	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Fatalf("the supervisor died of %v when its reader went away", ws.Signal())
+		}
+	}
+	status, rerr := os.ReadFile(exit)
+	if rerr != nil || strings.TrimSpace(string(status)) != "0" {
+		t.Fatalf("exit file: %q %v (run: %v)", status, rerr, err)
+	}
+	got, _ := os.ReadFile(out)
+	if n := strings.Count(string(got), "line "); n != 40 || !strings.HasSuffix(string(got), "line 40\n") {
+		t.Fatalf("the turn's file holds %d of 40 lines:\n%s", n, got)
 	}
 }
