@@ -60,7 +60,9 @@ func TestMirrorAdmits(t *testing.T) {
 		mustMirror(t, "wide wide.example 10.0.0.0/8,127.0.0.0/8,169.254.0.0/16"),
 		mustMirror(t, "gw gw.example 192.0.2.2"),
 	}
-	self := func(a netip.Addr) bool { return a == netip.MustParseAddr("10.9.9.9") || a == netip.MustParseAddr("192.0.2.2") }
+	self := func(a netip.Addr) bool {
+		return a == netip.MustParseAddr("10.9.9.9") || a == netip.MustParseAddr("192.0.2.2")
+	}
 	for _, tc := range []struct {
 		host string
 		port int
