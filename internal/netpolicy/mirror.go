@@ -138,21 +138,22 @@ func (m Mirror) RangeStrings() []string {
 	return out
 }
 
-// String is "NAME HOST[:PORT] RANGE,RANGE", ParseMirrorSpec's input.
+// String is "NAME HOST[:PORT] RANGE RANGE…", ParseMirrorSpec's input.
 func (m Mirror) String() string {
-	return m.Name + " " + m.Entry().String() + " " + strings.Join(m.RangeStrings(), ",")
+	return m.Name + " " + m.Entry().String() + " " + strings.Join(m.RangeStrings(), " ")
 }
 
 // ParseMirrorSpec reads the one-line form of a mirror, as the
-// configuration's net.mirrors lists them: "NAME HOST[:PORT] [RANGE[,RANGE…]]".
+// configuration's net.mirrors lists them: "NAME HOST[:PORT] [RANGE…]",
+// the ranges separated by spaces or commas.
 func ParseMirrorSpec(s string) (Mirror, error) {
 	f := strings.Fields(s)
-	if len(f) < 2 || len(f) > 3 {
-		return Mirror{}, fmt.Errorf("mirror %q: want NAME HOST[:PORT] [RANGE,RANGE…] (e.g. npm-corp npm.corp.example 10.20.0.0/16)", s)
+	if len(f) < 2 || len(f) > 2+MaxMirrorRanges {
+		return Mirror{}, fmt.Errorf("mirror %q: want NAME HOST[:PORT] [RANGE…] (e.g. npm-corp npm.corp.example 10.20.0.0/16)", s)
 	}
 	var ranges []string
-	if len(f) == 3 {
-		ranges = strings.Split(f[2], ",")
+	for _, r := range f[2:] {
+		ranges = append(ranges, strings.Split(r, ",")...)
 	}
 	return ParseMirror(f[0], f[1], ranges)
 }

@@ -16,7 +16,7 @@ func TestParseMirror(t *testing.T) {
 		err  string
 	}{
 		{spec: "npm-corp npm.corp.example 10.20.0.0/16", want: "npm-corp npm.corp.example 10.20.0.0/16"},
-		{spec: "NPM-Corp NPM.corp.example.:4873 10.20.1.7/16,10.30.0.1", want: "npm-corp npm.corp.example:4873 10.20.0.0/16,10.30.0.1/32"},
+		{spec: "NPM-Corp NPM.corp.example.:4873 10.20.1.7/16,10.30.0.1", want: "npm-corp npm.corp.example:4873 10.20.0.0/16 10.30.0.1/32"},
 		{spec: "local 127.0.0.1:4873", want: "local 127.0.0.1:4873 127.0.0.1/32"},
 		{spec: "v6 [fd00::5]:8080", want: "v6 [fd00::5]:8080 fd00::5/128"},
 		{spec: "mapped m.example ::ffff:10.1.0.0/112", want: "mapped m.example 10.1.0.0/16"},
@@ -32,7 +32,8 @@ func TestParseMirror(t *testing.T) {
 		{spec: "bad\x1bname m.example 10.0.0.0/8", err: `"bad\x1bname"`},
 		{spec: "toolong" + strings.Repeat("x", 40) + " m.example 10.0.0.0/8", err: "1 to 32"},
 		{spec: "one", err: "want NAME HOST"},
-		{spec: "a b c d", err: "want NAME HOST"},
+		{spec: "a b 10.0.0.1 10.0.0.2 10.0.0.3 10.0.0.4 10.0.0.5 10.0.0.6 10.0.0.7 10.0.0.8 10.0.0.9", err: "want NAME HOST"},
+		{spec: "sp m.example 10.1.0.0/16 10.2.0.0/16", want: "sp m.example 10.1.0.0/16 10.2.0.0/16"},
 		{spec: "num 10.1 10.0.0.0/8", err: "mirror host"},
 		{spec: "many m.example 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7,10.0.0.8,10.0.0.9", err: "max 8"},
 	} {
