@@ -282,10 +282,10 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 		store: cfg.Store, vm: cfg.VM, audit: cfg.Audit, red: cfg.Redactor, dataDir: cfg.DataDir,
 		now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, forge: cfg.Forge,
 		presets: cfg.Presets, sitePresets: cfg.SitePresets,
-		mirrors: &mirrors{store: cfg.Mirrors},
 		bg: bg, policy: &livePolicy{p: cfg.Policy},
 		leases: &leases{cluster: cfg.Cluster, id: cfg.ID, log: cfg.Logger},
 	}
+	f.mirrors = &mirrors{store: cfg.Mirrors}
 	f.events = &events{red: f.red, now: f.now, leases: f.leases, bg: bg, subs: map[*sub]struct{}{}}
 	f.records = &records{store: f.store, audit: f.audit, events: f.events, now: f.now, log: f.log}
 	f.locks = &locks{records: f.records, leases: f.leases, boxes: map[string]*boxMutex{}}
