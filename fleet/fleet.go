@@ -128,6 +128,12 @@ type Config struct {
 	// configuration key net.default_presets: "@npm" or "npm"); an
 	// unknown name stops New.
 	SitePresets []string
+	// Mirrors keeps the internal package mirrors admins add; nil: admins
+	// cannot add any (adding is Unavailable).
+	Mirrors MirrorStore
+	// SiteMirrors are the configuration's mirrors (net.mirrors: "NAME
+	// HOST[:PORT] RANGE,…"); a bad one stops New.
+	SiteMirrors []string
 }
 
 // Fleet is the core: the caller-checked front door (api.go) over parts
@@ -159,6 +165,7 @@ type Fleet struct {
 	notify   *notifier // notify*.go: channels, the outbox, the dispatcher
 	forge    forge.Forge
 	presets  PresetStore // presets.go: users' default presets
+	mirrors  *mirrors    // mirrors.go: internal package mirrors
 	// sitePresets are the presets in every box's grant.
 	sitePresets []string
 }
@@ -232,11 +239,17 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("fleet: site default presets (net.default_presets): %w", err)
 	}
 	cfg.SitePresets = site
+	siteMirrors, err := parseSiteMirrors(cfg.SiteMirrors)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: net.mirrors: %w", err)
+	}
 	logDir := filepath.Join(cfg.DataDir, "logs")
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
 	f := newFleet(ctx, cfg, logDir)
+	f.mirrors.site = siteMirrors
+	f.auditSiteMirrors(ctx)
 	if f.leases.on() {
 		// Listen before recovering, so no change made meanwhile is missed.
 		ch, err := cfg.Cluster.Listen(f.bg.ctx, ClusterChannel)
@@ -272,6 +285,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 		bg: bg, policy: &livePolicy{p: cfg.Policy},
 		leases: &leases{cluster: cfg.Cluster, id: cfg.ID, log: cfg.Logger},
 	}
+	f.mirrors = &mirrors{store: cfg.Mirrors}
 	f.events = &events{red: f.red, now: f.now, leases: f.leases, bg: bg, subs: map[*sub]struct{}{}}
 	f.records = &records{store: f.store, audit: f.audit, events: f.events, now: f.now, log: f.log}
 	f.locks = &locks{records: f.records, leases: f.leases, boxes: map[string]*boxMutex{}}
@@ -286,6 +300,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	f.pool = &pool{vm: f.vm, net: f.net, policy: f.policy, leases: f.leases, audit: f.audit, bg: bg, now: f.now, log: f.log}
 	f.files = &files{vm: f.vm, locks: f.locks, red: f.red, audit: f.audit, now: f.now}
 	f.grants = &grants{records: f.records, locks: f.locks, settings: f.settings, site: f.sitePresets, boxes: map[string]string{}}
+	f.grants.mirrors = f.mirrors
 	f.notify = newNotifier(cfg, f)
 	return f
 }

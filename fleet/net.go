@@ -42,6 +42,9 @@ type NetGrant struct {
 	Repos []NetRepo
 	MCP   []NetMCP
 	Model ModelUsage
+	// Mirrors are the internal package mirrors (mirrors.go): a host the
+	// allow-list names may resolve into their ranges.
+	Mirrors []netpolicy.Mirror
 }
 
 // NetMCP is one MCP server on the relay, with the headers the gateway adds.
@@ -79,6 +82,8 @@ type grants struct {
 	settings *settings
 	// site are the presets every box's grant holds (net.default_presets).
 	site []string
+	// mirrors are the internal package mirrors.
+	mirrors *mirrors
 
 	mu    sync.Mutex
 	boxes map[string]string // machine → the box that last held it
@@ -138,6 +143,11 @@ func (v *grants) grant(ctx context.Context, vmName string) (NetGrant, error) {
 			nr.PushBranches = []string{r.Branch}
 		}
 		g.Repos = append(g.Repos, nr)
+	}
+	if v.mirrors != nil {
+		if g.Mirrors, err = v.mirrors.grantMirrors(ctx); err != nil {
+			return g, err
+		}
 	}
 	srvs, err := v.settings.mcpServers(ctx, rec.Owner)
 	if err != nil {

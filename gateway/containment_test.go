@@ -61,6 +61,13 @@ func newBoxGateway(t *testing.T, script []anthropictest.Turn) *boxGateway {
 // (another backend).
 func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*config.Config)) *boxGateway {
 	t.Helper()
+	return newBoxGatewayOpts(t, script, mod, nil)
+}
+
+// newBoxGatewayOpts is newBoxGatewayWith with modOpts applied to the
+// server's options (another egress resolver or trust).
+func newBoxGatewayOpts(t *testing.T, script []anthropictest.Turn, mod func(*config.Config), modOpts func(*Options)) *boxGateway {
+	t.Helper()
 	testutil.SkipShort(t, "boots QEMU boxes behind a real gateway")
 	ctx := context.Background()
 	g := &boxGateway{t: t, logs: &testutil.SyncBuffer{}}
@@ -89,7 +96,7 @@ func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*conf
 		mod(&cfg)
 	}
 	logger := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := NewServer(ctx, cfg, Options{
+	opts := Options{
 		Logger: logger, HomeDir: t.TempDir(), GuestBinary: testutil.GuestBinary(t),
 		Egress: Egress{Trust: netpolicy.LoopbackTrust(), Resolver: testResolver{
 			"allowed.test":  netip.MustParseAddr("127.0.0.1"),
@@ -102,7 +109,11 @@ func newBoxGatewayWith(t *testing.T, script []anthropictest.Turn, mod func(*conf
 			"pypi.org":               netip.MustParseAddr("127.0.0.1"),
 			"files.pythonhosted.org": netip.MustParseAddr("10.1.2.3"),
 		}},
-	})
+	}
+	if modOpts != nil {
+		modOpts(&opts)
+	}
+	s, err := NewServer(ctx, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,6 +121,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
 		Cluster: cluster, ID: id, Forge: fg,
 		Presets: s.store, SitePresets: s.cfg.Net.DefaultPresets,
+		Mirrors: s.store, SiteMirrors: s.cfg.Net.Mirrors,
 		Policy: fleet.Policy{
 			MaxDuration: fc.MaxDuration.D(), IdleSleep: fc.IdleSleep.D(), SleepTTL: fc.SleepTTL.D(),
 			MaxBoxesPerUser: fc.MaxBoxesPerUser, MaxBoxesPerHost: fc.MaxBoxesPerHost, WarmPool: fc.WarmPool,

@@ -631,6 +631,9 @@ var mcpTools = map[string]mcpTool{
 	// Each user's own default set.
 	"presets":         {args: map[string]any{}, other: ok},
 	"presets_default": {args: map[string]any{"presets": []any{"@npm"}}, write: true, other: ok},
+	// Every user lists the mirrors; admins set them.
+	"mirrors":    {args: map[string]any{}, other: ok},
+	"mirror_set": {args: map[string]any{"name": "matrix-mcp", "host": "10.1.2.4:8080"}, write: true, admin: true},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
@@ -864,6 +867,10 @@ var sshCommands = map[string]sshCommand{
 	// Each user's own default set: another user sets theirs.
 	"presets":         {},
 	"presets default": {args: "@npm"},
+	// Every user lists the mirrors; admins add and remove them.
+	"mirror ls":  {},
+	"mirror add": {args: "matrix-m 10.1.2.3:8080"},
+	"mirror rm":  {args: "nosuch", right: notFound},
 }
 
 var sshCreds = []string{credNone, credRevoked, "disabled-user", credOther, credRight}

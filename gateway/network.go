@@ -115,7 +115,7 @@ func (n *network) Box(ctx context.Context, vmName string) (boxnet.BoxPolicy, err
 	if err != nil {
 		return boxnet.BoxPolicy{}, err
 	}
-	p := boxnet.BoxPolicy{AllowDomains: g.Allow, Repos: map[string]boxnet.GitRoute{}, MCP: map[string]boxnet.MCPRoute{}}
+	p := boxnet.BoxPolicy{AllowDomains: g.Allow, Repos: map[string]boxnet.GitRoute{}, MCP: map[string]boxnet.MCPRoute{}, Mirrors: g.Mirrors}
 	if g.Box == "" {
 		return p, nil // an unclaimed pool machine reaches nothing
 	}

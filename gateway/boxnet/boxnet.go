@@ -125,6 +125,11 @@ type BoxPolicy struct {
 	Model *ModelRoute
 	// MCP are the MCP servers by name (/mcp/NAME).
 	MCP map[string]MCPRoute
+	// Mirrors are the admins' internal package mirrors
+	// (netpolicy.Mirror): a name AllowDomains grants may resolve into a
+	// forbidden range when a mirror for that name and port declares it.
+	// They open nothing by themselves.
+	Mirrors []netpolicy.Mirror
 }
 
 // GitRoute is one delegated repository.
@@ -254,6 +259,10 @@ type Config struct {
 	// reaching local servers bring theirs (netpolicy.LoopbackTrust); every
 	// other forbidden range stays refused.
 	EgressTrust []netpolicy.Trust
+	// LocalAddrs lists the gateway host's own addresses, which a mirror
+	// reaches only through a range of exactly that address; nil means the
+	// addresses of the host's interfaces.
+	LocalAddrs func() []netip.Addr
 }
 
 // Server serves the network path of every box.
@@ -307,6 +316,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.LocalAddrs == nil {
+		cfg.LocalAddrs = interfaceAddrs
 	}
 	if cfg.Dial == nil {
 		cfg.Dial = (&net.Dialer{}).DialContext

@@ -28,6 +28,9 @@ type egressVerdict struct {
 	// unresolved: refused because the name did not resolve (an upstream
 	// that is down, not one the policy forbids).
 	unresolved bool
+	// all is every address the name resolved to (addrs keeps only the
+	// refused one on a refusal).
+	all []netip.Addr
 }
 
 // decideEgress checks a destination against the box's policy and the
@@ -62,6 +65,10 @@ func (s *Server) decideEgress(ctx context.Context, box, rawHost string, port int
 		return v
 	}
 	s.resolve(ctx, &v, s.cfg.EgressTrust)
+	if !v.ok && !v.unresolved && listed && len(pol.Mirrors) > 0 {
+		s.mirrorException(&v, pol.Mirrors)
+		return v
+	}
 	if v.ok {
 		v.reason = "open mode"
 		if listed {
@@ -92,6 +99,7 @@ func (s *Server) resolve(ctx context.Context, v *egressVerdict, trusted []netpol
 		}
 		v.addrs = preferV4(addrs)
 	}
+	v.all = v.addrs
 	for _, a := range v.addrs {
 		if r := netpolicy.Refused(netip.AddrPortFrom(a, uint16(v.port)), trusted); r != "" {
 			v.reason = r

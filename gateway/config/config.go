@@ -240,6 +240,13 @@ type Net struct {
 	// of its own allow-list ("@npm", or "npm"; `ssh … presets` lists
 	// them). Empty: none.
 	DefaultPresets []string `yaml:"default_presets"`
+	// Mirrors are the site's internal package mirrors, each "NAME
+	// HOST[:PORT] [RANGE …]" (ranges: CIDR prefixes or addresses its
+	// addresses may fall in; a host that is an address may omit them): an
+	// exception to the address policy for that host, which a box reaches
+	// only when its allow-list names it. Empty: none (admins add more with
+	// `ssh … mirror add`).
+	Mirrors []string `yaml:"mirrors"`
 }
 
 // Default returns the configuration used when nothing overrides it.

@@ -190,6 +190,7 @@ var table = []field{
 	dur("mcp.wait_max", func(c *Config) *Duration { return &c.MCP.WaitMax }),
 	list("net.private_upstreams", func(c *Config) *[]string { return &c.Net.PrivateUpstreams }),
 	list("net.default_presets", func(c *Config) *[]string { return &c.Net.DefaultPresets }),
+	list("net.mirrors", func(c *Config) *[]string { return &c.Net.Mirrors }),
 	dur("web.session_idle", func(c *Config) *Duration { return &c.Web.SessionIdle }),
 	dur("web.session_lifetime", func(c *Config) *Duration { return &c.Web.SessionLifetime }),
 	boolean("web.secure_cookies", func(c *Config) *bool { return &c.Web.SecureCookies }),
@@ -408,6 +409,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := netpolicy.ParsePresetRefs(c.Net.DefaultPresets, true); err != nil {
 		errs = append(errs, fmt.Errorf("config: net.default_presets: %w", err))
+	}
+	for _, m := range c.Net.Mirrors {
+		if _, err := netpolicy.ParseMirrorSpec(m); err != nil {
+			errs = append(errs, fmt.Errorf("config: net.mirrors: %w", err))
+		}
 	}
 	// An upstream the box network would refuse: said at start, not at a
 	// box's first request. (A name is judged by its addresses at dial.)

@@ -57,6 +57,9 @@ func TestCommandsOverSSH(t *testing.T) {
 		"mcp add":         {},
 		"mcp ls":          {},
 		"mcp rm":          {notFound: []string{"nosuch"}},
+		"mirror add":      {},
+		"mirror ls":       {},
+		"mirror rm":       {notFound: []string{"nosuch"}},
 		"notify add":      {},
 		"notify ls":       {},
 		"notify rm":       {notFound: []string{"nosuch"}},
@@ -119,6 +122,9 @@ func TestCommandsOverSSH(t *testing.T) {
 			if cmd.Path == "user add" {
 				args = append(args, "dave")
 			}
+			if cmd.Path == "mirror add" {
+				args = append(args, "corp", "10.1.2.3:8080")
+			}
 			jsonErr(t, g.run("alice", "", args...), exitForbidden, "forbidden", cmd.Path+" as an operator")
 		}
 	}
@@ -165,6 +171,9 @@ func TestCommandsOverSSH(t *testing.T) {
 		{"alice", "", []string{"notify", "log", "hook", "--json"}, nil},
 		{"alice", "", []string{"notify", "rm", "hook", "--json"}, nil},
 		{"alice", "", []string{"presets", "--json"}, nil},
+		{"root", "", []string{"mirror", "add", "npm-corp", "npm.corp.example:4873", "--range", "10.20.0.0/16", "--json"}, nil},
+		{"alice", "", []string{"mirror", "ls", "--json"}, nil},
+		{"root", "", []string{"mirror", "rm", "npm-corp", "--json"}, nil},
 		{"alice", "", []string{"presets", "default", "@npm", "github", "--json"}, nil},
 		{"alice", "", []string{"presets", "default", "--json"}, nil},
 		{"alice", "", []string{"presets", "default", "--clear", "--json"}, nil},
