@@ -258,6 +258,7 @@ type dataStore interface {
 	fleet.MCPStore
 	fleet.NotifyStore
 	fleet.PresetStore
+	fleet.ProfileStore
 	Close() error
 }
 
