@@ -631,6 +631,11 @@ var mcpTools = map[string]mcpTool{
 	// Each user's own default set.
 	"presets":         {args: map[string]any{}, other: ok},
 	"presets_default": {args: map[string]any{"presets": []any{"@npm"}}, write: true, other: ok},
+	// Each user's own profiles.
+	"profiles":        {args: map[string]any{}, other: ok},
+	"profile_set":     {args: map[string]any{"name": "mx", "env": []any{"A=1"}}, write: true, other: ok},
+	"profile_delete":  {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound, destructive: true},
+	"profile_default": {args: map[string]any{"repo": "acme/widget"}, write: true, other: ok},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
@@ -864,6 +869,12 @@ var sshCommands = map[string]sshCommand{
 	// Each user's own default set: another user sets theirs.
 	"presets":         {},
 	"presets default": {args: "@npm"},
+	// Each user's own profiles: another user has theirs.
+	"profile ls":      {},
+	"profile show":    {args: "nosuch", right: notFound, other: notFound},
+	"profile set":     {args: "mx --env A=1 --install true"},
+	"profile rm":      {args: "nosuch", right: notFound, other: notFound},
+	"profile default": {args: "acme/widget"},
 }
 
 var sshCreds = []string{credNone, credRevoked, "disabled-user", credOther, credRight}
