@@ -15,15 +15,14 @@ import (
 // default. Every rule is the core's (fleet.Profiles, SaveProfile,
 // DeleteProfile, SetRepoProfile, ClearRepoProfile); this only reads flags.
 func (c *call) profileCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "profile",
 		Short: "Project profiles: named delegation settings (image, setup, dependency install, env, egress, size, max duration, agent); new --profile NAME",
 		Long: "A project profile names what a box of a project needs: setup run as root before the agent, commands run as the agent after the clone " +
 			"(dependency install), non-secret environment, egress (--allow entries and @presets), memory and vCPUs, max duration and the agent. " +
 			"Choose one with new --profile NAME, or make it a repository's default (profile default REPO NAME). Your own profile shadows a site " +
 			"profile (shared by an admin, --site) of the same name. The request's own flags override or add to the profile's.",
-		Args: cobra.NoArgs,
-	}
+	})
 	cmd.AddCommand(c.profileLsCmd(), c.profileShowCmd(), c.profileSetCmd(), c.profileRmCmd(), c.profileDefaultCmd())
 	return cmd
 }

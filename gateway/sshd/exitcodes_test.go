@@ -173,7 +173,7 @@ func TestCommandsOverSSH(t *testing.T) {
 		{"alice", "", []string{"presets", "default", "@npm", "github", "--json"}, nil},
 		{"alice", "", []string{"presets", "default", "--json"}, nil},
 		{"alice", "", []string{"presets", "default", "--clear", "--json"}, nil},
-		{"alice", "", []string{"profile", "set", "node", "--install", "npm ci", "--env", "NODE_ENV=test", "--allow", "@npm", "--json"}, nil},
+		{"alice", "", []string{"profile", "set", "node", "--install", "'npm ci'", "--env", "NODE_ENV=test", "--allow", "@npm", "--json"}, nil},
 		{"alice", "", []string{"profile", "ls", "--json"}, nil},
 		{"alice", "", []string{"profile", "show", "node", "--json"}, nil},
 		{"alice", "", []string{"profile", "default", "acme/widget", "node", "--json"}, nil},
