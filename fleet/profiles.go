@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -685,46 +684,20 @@ func (f *Fleet) runInstall(ctx context.Context, rec record, cmds []string) error
 	if len(cmds) == 0 {
 		return nil
 	}
-	log, err := f.logs.open(rec.Name)
-	if err != nil {
-		return err
-	}
 	// The workspace becomes the agent's before its install writes to it
 	// (setup does it again for what comes after).
 	if out, err := run(ctx, f.vm, rec.VM, agent.ExecRequest{Argv: []string{"/bin/sh", "-c", ownWorkspace}}); err != nil {
 		return fmt.Errorf("give the workspace to the agent user: %w: %s", err, out)
 	}
-	_, _ = log.Write([]byte("── install · " + agent.AgentUser + " ──\n"))
-	ctx, cancel := context.WithTimeout(ctx, installTimeout)
-	defer cancel()
 	dir := ""
 	if len(rec.Repos) > 0 {
 		dir = rec.Repos[0].Dir
 	}
-	script := strings.Join(cmds, "\n")
-	p, err := f.vm.Exec(ctx, rec.VM, agent.ExecRequest{
+	return f.runLogged(ctx, rec, "install", agent.AgentUser, installTimeout, agent.ExecRequest{
 		User: agent.AgentUser, Dir: dir,
-		Argv: []string{"/bin/sh", "-c", `exec 2>&1; exec /bin/sh -ec "$1"`, "install", script},
+		Argv: []string{"/bin/sh", "-c", `exec 2>&1; exec /bin/sh -ec "$1"`, "install", strings.Join(cmds, "\n")},
 		Env:  f.runs.agentEnv(rec),
 	})
-	if err != nil {
-		return fmt.Errorf("install step: %w", vmErr(err))
-	}
-	p.Stdin().Close()
-	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
-	_, _ = io.Copy(log, p.Stdout())
-	st, err := p.Wait()
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("install step: still running after %v: %w", installTimeout, ErrConflict)
-	case err != nil:
-		return fmt.Errorf("install step: %w", vmErr(err))
-	case st.Code != 0 || st.Signal != "":
-		_, _ = fmt.Fprintf(log, "── install exited %d%s ──\n", st.Code, sig(st.Signal))
-		return fmt.Errorf("install step exited %d%s (its output is in the box's log): %w", st.Code, sig(st.Signal), ErrConflict)
-	}
-	_, _ = log.Write([]byte("── install done ──\n"))
-	return nil
 }
 
 // applyProfile resolves the delegation's profile (explicit, else the

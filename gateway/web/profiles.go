@@ -71,6 +71,21 @@ func (s *Server) profileNames(r *http.Request, c caller) []string {
 	return out
 }
 
+// profileForm is the start of every profiles form: the core, the form
+// read, the caller; false when the answer is already written.
+func (s *Server) profileForm(w http.ResponseWriter, r *http.Request) (profilesCore, caller, bool) {
+	core, ok := s.profilesCore()
+	if !ok {
+		s.htmlError(w, r, http.StatusServiceUnavailable, "project profiles are not available on this gateway")
+		return nil, caller{}, false
+	}
+	if !s.form(w, r) {
+		return nil, caller{}, false
+	}
+	c, _ := callerFrom(r.Context())
+	return core, c, true
+}
+
 // lines splits a textarea into its non-empty lines.
 func lines(s string) []string {
 	var out []string
@@ -85,15 +100,10 @@ func lines(s string) []string {
 // saveProfile hands the profile form to the core; refused, the page comes
 // back with the core's message and the form as typed.
 func (s *Server) saveProfile(w http.ResponseWriter, r *http.Request) {
-	core, ok := s.profilesCore()
+	core, c, ok := s.profileForm(w, r)
 	if !ok {
-		s.htmlError(w, r, http.StatusServiceUnavailable, "project profiles are not available on this gateway")
 		return
 	}
-	if !s.form(w, r) {
-		return
-	}
-	c, _ := callerFrom(r.Context())
 	f := views.ProfileForm{Name: r.PostFormValue("name"), Image: r.PostFormValue("image"), Setup: strings.ReplaceAll(r.PostFormValue("setup"), "\r\n", "\n"),
 		Install: r.PostFormValue("install"), Env: r.PostFormValue("env"), Allow: r.PostFormValue("allow"), Memory: r.PostFormValue("memory"),
 		CPUs: r.PostFormValue("cpus"), MaxDuration: r.PostFormValue("max_duration"), Agent: r.PostFormValue("agent"), Site: r.PostFormValue("site") == "1"}
@@ -119,15 +129,10 @@ func (s *Server) saveProfile(w http.ResponseWriter, r *http.Request) {
 // deleteProfile removes the caller's profile the path names (site=1: the
 // site's).
 func (s *Server) deleteProfile(w http.ResponseWriter, r *http.Request) {
-	core, ok := s.profilesCore()
+	core, c, ok := s.profileForm(w, r)
 	if !ok {
-		s.htmlError(w, r, http.StatusServiceUnavailable, "project profiles are not available on this gateway")
 		return
 	}
-	if !s.form(w, r) {
-		return
-	}
-	c, _ := callerFrom(r.Context())
 	name := r.PathValue("name")
 	if err := core.DeleteProfile(r.Context(), c.actor(), name, r.PostFormValue("site") == "1"); err != nil {
 		s.failPage(w, r, err)
@@ -138,15 +143,10 @@ func (s *Server) deleteProfile(w http.ResponseWriter, r *http.Request) {
 
 // setRepoProfile sets (an empty profile: clears) a repository's default.
 func (s *Server) setRepoProfile(w http.ResponseWriter, r *http.Request) {
-	core, ok := s.profilesCore()
+	core, c, ok := s.profileForm(w, r)
 	if !ok {
-		s.htmlError(w, r, http.StatusServiceUnavailable, "project profiles are not available on this gateway")
 		return
 	}
-	if !s.form(w, r) {
-		return
-	}
-	c, _ := callerFrom(r.Context())
 	repo, name := r.PostFormValue("repo"), strings.TrimSpace(r.PostFormValue("profile"))
 	var d fleet.RepoDefault
 	var err error
