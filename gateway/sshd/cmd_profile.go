@@ -181,7 +181,7 @@ func (c *call) profileSetCmd() *cobra.Command {
 	fl.StringVar(&maxDur, "max-duration", "", "how long the box may run, e.g. 2h (at most box.max_lifetime)")
 	fl.StringVar(&agentName, "agent", "", "agent profile: claude (default) or script")
 	cmd.Example = c.examples(`profile set node --install 'npm ci' --env NODE_ENV=test --allow @npm`,
-		`profile set py --setup-file - --install 'pip install -r requirements.txt' --allow @pypi < setup.sh`,
+		`profile set py --setup-file - --install 'pip install .' --allow @pypi < setup.sh`,
 		`profile set --site big --memory 4096 --cpus 2 --max-duration 4h`)
 	jsonFlag(cmd)
 	return cmd
