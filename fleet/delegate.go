@@ -41,6 +41,11 @@ type checked struct {
 	repos   []clonedRepo
 	steps   *progress
 	size    boxSize
+	// prof is the project profile the delegation uses (hasProf), its max
+	// duration read (0: the policy's).
+	prof        Profile
+	hasProf     bool
+	maxDuration time.Duration
 }
 
 type clonedRepo struct {
@@ -83,6 +88,10 @@ func (c *checked) cleanup() {
 // allow-list, caps, and each repo cloned on the host at its ref.
 func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateRequest) (*checked, error) {
 	c := &checked{req: req, steps: &progress{report: req.Progress, safe: f.safeErr}}
+	if err := f.applyProfile(ctx, caller, c); err != nil {
+		return c, err
+	}
+	req = c.req
 	c.task = strings.TrimSpace(req.Task)
 	switch {
 	case c.task == "":
@@ -120,6 +129,9 @@ func (f *Fleet) check(ctx context.Context, caller keys.Actor, req DelegateReques
 		return c, err
 	}
 	c.steps.plan(len(req.Repos), strings.TrimSpace(req.Setup) != "")
+	if len(c.prof.Install) > 0 {
+		c.steps.of++
+	}
 	seen := map[string]bool{}
 	for _, rs := range req.Repos {
 		r, err := f.cloneOnHost(ctx, caller, rs, seen, c.steps)
@@ -296,6 +308,7 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 	rec := record{
 		Name: boxName(c.task), Owner: caller.User, State: Creating, Agent: c.profile.name,
 		Task: c.task, Title: DefaultTitle(c.task), Allow: c.allow, Keep: c.req.Keep, Created: now, Updated: now,
+		Profile: c.prof.Name, Env: c.prof.Env,
 	}
 	for _, r := range c.repos {
 		r.Branch = "sbx/" + rec.Name
@@ -313,6 +326,9 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 	e.Detail = fmt.Sprintf("agent=%s repos=%d", rec.Agent, len(rec.Repos))
 	if strings.TrimSpace(c.req.Setup) != "" {
 		e.Detail += fmt.Sprintf(" setup=%dB", len(c.req.Setup))
+	}
+	if c.hasProf {
+		e.Detail += " profile=" + profileTarget(c.prof.Scope, c.prof.Owner, c.prof.Name)
 	}
 	if err := f.store.InsertBox(ctx, d, e); err != nil {
 		return rec, err
@@ -334,6 +350,11 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 	rec.VM = vmName
 	rec.Started = f.now()
 	rec.MemoryMiB, rec.VCPUs = c.size.memMiB, c.size.vcpus
+	if c.maxDuration > 0 {
+		if err := f.profileDeadline(ctx, vmName, c.maxDuration); err != nil {
+			return fail(err)
+		}
+	}
 	if mb, err := f.vm.Get(vmName); err == nil {
 		rec.Deadline = mb.Deadline()
 		rec.MemoryMiB, rec.VCPUs = mb.Spec.MemoryMiB, mb.Spec.VCPUs
@@ -350,6 +371,12 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 	if strings.TrimSpace(c.req.Setup) != "" {
 		end := c.steps.start(StepSetup, "running the setup script")
 		if err := end(f.runSetup(ctx, rec, c.req.Setup)); err != nil {
+			return fail(err)
+		}
+	}
+	if len(c.prof.Install) > 0 {
+		end := c.steps.start(StepInstall, "installing dependencies (profile "+c.prof.Name+")")
+		if err := end(f.runInstall(ctx, rec, c.prof.Install)); err != nil {
 			return fail(err)
 		}
 	}

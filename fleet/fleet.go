@@ -134,6 +134,9 @@ type Config struct {
 	// SiteMirrors are the configuration's mirrors (net.mirrors: "NAME
 	// HOST[:PORT] RANGE,…"); a bad one stops New.
 	SiteMirrors []string
+	// Profiles keeps the project profiles and the per-repository
+	// defaults; nil: none (saving one is Unavailable).
+	Profiles ProfileStore
 }
 
 // Fleet is the core: the caller-checked front door (api.go) over parts
@@ -166,6 +169,8 @@ type Fleet struct {
 	forge    forge.Forge
 	presets  PresetStore // presets.go: users' default presets
 	mirrors  *mirrors    // mirrors.go: internal package mirrors
+	// profileStore keeps the project profiles (profiles.go).
+	profileStore ProfileStore
 	// sitePresets are the presets in every box's grant.
 	sitePresets []string
 }
@@ -281,7 +286,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	f := &Fleet{
 		store: cfg.Store, vm: cfg.VM, audit: cfg.Audit, red: cfg.Redactor, dataDir: cfg.DataDir,
 		now: cfg.Now, log: cfg.Logger, gitEnv: cfg.GitEnv, net: cfg.Network, forge: cfg.Forge,
-		presets: cfg.Presets, sitePresets: cfg.SitePresets,
+		presets: cfg.Presets, sitePresets: cfg.SitePresets, profileStore: cfg.Profiles,
 		bg: bg, policy: &livePolicy{p: cfg.Policy},
 		leases: &leases{cluster: cfg.Cluster, id: cfg.ID, log: cfg.Logger},
 	}
@@ -349,7 +354,7 @@ func (f *Fleet) view(ctx context.Context, rec record) (Box, error) {
 		Task: f.red.String(rec.Task), Title: f.red.String(rec.Title), Repos: rec.Repos, Allow: rec.Allow, Keep: rec.Keep,
 		Question: f.red.String(rec.Question), Reason: f.red.String(rec.Reason),
 		Created: rec.Created, Updated: rec.Updated, LastOutput: rec.LastOutput, SleptAt: rec.SleptAt,
-		Deadline: rec.Deadline, Turns: rec.Turn, CostUSD: rec.CostUSD,
+		Deadline: rec.Deadline, Turns: rec.Turn, CostUSD: rec.CostUSD, Profile: rec.Profile,
 	}
 	size := sizeOf(f.policy.get(), rec)
 	b.MemoryMiB, b.VCPUs = size.memMiB, size.vcpus

@@ -59,6 +59,10 @@ type record struct {
 	Model ModelUsage `json:"model,omitzero"`
 	// StateBeforeSleep is where the run was when the box went to sleep.
 	StateBeforeSleep State `json:"state_before_sleep,omitempty"`
+	// Profile is the project profile the box was delegated with ("":
+	// none); Env is that profile's environment for the agent.
+	Profile string   `json:"profile,omitempty"`
+	Env     []string `json:"env,omitempty"`
 }
 
 // records keeps the boxes' records in the store: every read, write and

@@ -81,7 +81,9 @@ func (r *runs) agentEnv(rec record) []string {
 	if r.net != nil {
 		env = append(env, netEnv()...)
 	}
-	return env
+	// The profile's non-secret environment (CheckEnv keeps it off every
+	// name above).
+	return append(env, rec.Env...)
 }
 
 // startTurn starts a turn of the agent with message (the task, an answer

@@ -41,25 +41,33 @@ func (f *Fleet) runSetup(ctx context.Context, rec record, script string) error {
 	if strings.TrimSpace(script) == "" {
 		return nil
 	}
-	log, err := f.logs.open(rec.Name)
-	if err != nil {
-		return err
-	}
-	_, _ = log.Write([]byte("── setup · root ──\n"))
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
 	env := []string{"HOME=/root", "SBX_BOX=" + rec.Name, "CI=1", "DEBIAN_FRONTEND=noninteractive"}
 	if f.net != nil {
 		env = append(env, netEnv()...)
 	}
-	p, err := f.vm.Exec(ctx, rec.VM, agent.ExecRequest{
+	return f.runLogged(ctx, rec, "setup", "root", setupTimeout, agent.ExecRequest{
 		// One stream, in order: stderr joins stdout. -e: the first failing
 		// command ends the step.
 		Argv: []string{"/bin/sh", "-c", `exec 2>&1; exec /bin/sh -ec "$1"`, "setup", script},
 		Env:  env,
 	})
+}
+
+// runLogged runs one step of a box's start (setup, install) in the box,
+// its output into the box's log between a header naming the step and who
+// runs it and a line saying how it ended. A non-zero exit, or one that
+// outlives timeout, is ErrConflict.
+func (f *Fleet) runLogged(ctx context.Context, rec record, step, who string, timeout time.Duration, req agent.ExecRequest) error {
+	log, err := f.logs.open(rec.Name)
 	if err != nil {
-		return fmt.Errorf("setup step: %w", vmErr(err))
+		return err
+	}
+	_, _ = log.Write([]byte("── " + step + " · " + who + " ──\n"))
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	p, err := f.vm.Exec(ctx, rec.VM, req)
+	if err != nil {
+		return fmt.Errorf("%s step: %w", step, vmErr(err))
 	}
 	p.Stdin().Close()
 	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
@@ -67,13 +75,13 @@ func (f *Fleet) runSetup(ctx context.Context, rec record, script string) error {
 	st, err := p.Wait()
 	switch {
 	case ctx.Err() != nil:
-		return fmt.Errorf("setup step: still running after %v: %w", setupTimeout, ErrConflict)
+		return fmt.Errorf("%s step: still running after %v: %w", step, timeout, ErrConflict)
 	case err != nil:
-		return fmt.Errorf("setup step: %w", vmErr(err))
+		return fmt.Errorf("%s step: %w", step, vmErr(err))
 	case st.Code != 0 || st.Signal != "":
-		_, _ = fmt.Fprintf(log, "── setup exited %d%s ──\n", st.Code, sig(st.Signal))
-		return fmt.Errorf("setup step exited %d%s (its output is in the box's log): %w", st.Code, sig(st.Signal), ErrConflict)
+		_, _ = fmt.Fprintf(log, "── %s exited %d%s ──\n", step, st.Code, sig(st.Signal))
+		return fmt.Errorf("%s step exited %d%s (its output is in the box's log): %w", step, st.Code, sig(st.Signal), ErrConflict)
 	}
-	_, _ = log.Write([]byte("── setup done ──\n"))
+	_, _ = log.Write([]byte("── " + step + " done ──\n"))
 	return nil
 }

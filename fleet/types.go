@@ -86,6 +86,11 @@ type DelegateRequest struct {
 	// copied in and before the agent starts (packages, toolchains): the
 	// root work a project needs, on the operator's word (see setup.go).
 	Setup string `json:"setup,omitempty"`
+	// Profile names a project profile (profiles.go) the box starts from:
+	// the caller's own or the site's. "": the caller's default for the
+	// first repository, if any. The request's own fields override
+	// (agent, memory, vCPUs) or add to (allow, setup) the profile's.
+	Profile string `json:"profile,omitempty"`
 	// Progress, when set, is told of each step as it starts and as it
 	// ends (see Step), in order, on the goroutine that called Delegate: it
 	// must not block for long.
@@ -121,6 +126,9 @@ type Box struct {
 	// MemoryMiB and VCPUs are the size of the box's machine.
 	MemoryMiB int `json:"memory_mib"`
 	VCPUs     int `json:"vcpus"`
+	// Profile is the project profile the box was delegated with ("":
+	// none).
+	Profile string `json:"profile,omitempty"`
 	// Expires is when a sleeping box that is not kept will be destroyed.
 	Expires time.Time `json:"expires,omitzero"`
 	Turns   int       `json:"turns"`

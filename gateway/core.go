@@ -120,7 +120,7 @@ func (s *Server) startCore(ctx context.Context) error {
 		Store: s.store, VM: s.core.vm, Accounts: s.core.accounts, Audit: s.audit, Redactor: s.core.red,
 		DataDir: s.cfg.DataDir, Now: s.opts.Now, Logger: s.log.With("part", "fleet"),
 		Cluster: cluster, ID: id, Forge: fg,
-		Presets: s.store, SitePresets: s.cfg.Net.DefaultPresets,
+		Presets: s.store, SitePresets: s.cfg.Net.DefaultPresets, Profiles: s.store,
 		Mirrors: s.store, SiteMirrors: s.cfg.Net.Mirrors,
 		Policy: fleet.Policy{
 			MaxDuration: fc.MaxDuration.D(), IdleSleep: fc.IdleSleep.D(), SleepTTL: fc.SleepTTL.D(),

@@ -394,6 +394,9 @@ var httpRoutes = map[string]httpRoute{
 	"POST /settings/notify/{name}/disable":   {path: "/settings/notify/nosuch/disable", auth: "session", right: notFound, other: notFound},
 	"POST /settings/keys":                    {path: "/settings/keys", body: "name=m&expires=1h", auth: "session"},
 	"POST /settings/presets":                 {path: "/settings/presets", body: "presets=%40npm", auth: "session"},
+	"POST /settings/profiles":                {path: "/settings/profiles", body: "name=mx&env=A%3D1", auth: "session"},
+	"POST /settings/profiles/default":        {path: "/settings/profiles/default", body: "repo=acme%2Fwidget&profile=", auth: "session"},
+	"POST /settings/profiles/{name}/delete":  {path: "/settings/profiles/nosuch/delete", auth: "session", right: notFound, other: notFound},
 	"POST /settings/keys/{id}/revoke":        {path: "/settings/keys/{victim-key}/revoke", auth: "session", boxed: true},
 	"POST /settings/sessions/{id}/revoke":    {path: "/settings/sessions/{victim-session}/revoke", auth: "session", boxed: true},
 	"GET /audit":                             {path: "/audit", auth: "session-admin"},
@@ -634,6 +637,11 @@ var mcpTools = map[string]mcpTool{
 	// Every user lists the mirrors; admins set them.
 	"mirrors":    {args: map[string]any{}, other: ok},
 	"mirror_set": {args: map[string]any{"name": "matrix-mcp", "host": "10.1.2.4:8080"}, write: true, admin: true},
+	// Each user's own profiles.
+	"profiles":        {args: map[string]any{}, other: ok},
+	"profile_set":     {args: map[string]any{"name": "mx", "env": []any{"A=1"}}, write: true, other: ok},
+	"profile_delete":  {args: map[string]any{"name": "nosuch"}, write: true, right: notFound, other: notFound, destructive: true},
+	"profile_default": {args: map[string]any{"repo": "acme/widget"}, write: true, other: ok},
 }
 
 func (m *matrix) mcpMatrix(t *testing.T) {
@@ -871,6 +879,12 @@ var sshCommands = map[string]sshCommand{
 	"mirror ls":  {},
 	"mirror add": {args: "matrix-m 10.1.2.3:8080"},
 	"mirror rm":  {args: "nosuch", right: notFound},
+	// Each user's own profiles: another user has theirs.
+	"profile ls":      {},
+	"profile show":    {args: "nosuch", right: notFound, other: notFound},
+	"profile set":     {args: "mx --env A=1 --install true"},
+	"profile rm":      {args: "nosuch", right: notFound, other: notFound},
+	"profile default": {args: "acme/widget"},
 }
 
 var sshCreds = []string{credNone, credRevoked, "disabled-user", credOther, credRight}

@@ -259,6 +259,7 @@ type dataStore interface {
 	fleet.NotifyStore
 	fleet.PresetStore
 	fleet.MirrorStore
+	fleet.ProfileStore
 	Close() error
 }
 

@@ -197,7 +197,7 @@ func New(t testing.TB, o Options) *Env {
 		t.Fatal(err)
 	}
 	e.Config = fleet.Config{Store: e.Store, VM: machines, Accounts: acc, Audit: e.Audit, Redactor: red, DataDir: e.Data,
-		MCP: e.Store, Notify: e.Store, Presets: e.Store, Mirrors: e.Store, Sealer: e.Sealer, Forge: gh, Policy: p, Now: o.Now, Logger: e.Logger}
+		MCP: e.Store, Notify: e.Store, Presets: e.Store, Mirrors: e.Store, Profiles: e.Store, Sealer: e.Sealer, Forge: gh, Policy: p, Now: o.Now, Logger: e.Logger}
 	if o.Configure != nil {
 		o.Configure(&e.Config)
 	}

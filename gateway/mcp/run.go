@@ -31,6 +31,7 @@ type DelegateIn struct {
 	CPUs      int      `json:"cpus,omitempty" jsonschema:"the box's vCPUs; omitted: the default; at most the gateway's cap (box.max_cpus)"`
 	Setup     string   `json:"setup,omitempty" jsonschema:"a shell script run as root in the box before the agent starts (install packages or toolchains the task needs; the agent itself runs unprivileged); its output is in the box's log and a non-zero exit fails the box"`
 	Wait      *int     `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the agent to finish or ask, in seconds; omitted: the server's maximum; 0: return once it started"`
+	Profile   string   `json:"profile,omitempty" jsonschema:"a project profile (see the profiles tool): its setup, dependency install, environment, egress, size, max duration and agent; omitted: the first repository's default profile, if any. Your other arguments override or add to it"`
 }
 
 // AnswerIn answers a question or sends a follow-up.
@@ -83,7 +84,7 @@ func (h *handler) addRunTools() {
 			// Subscribe first: a fast run must not finish unseen.
 			events := h.fleet.Events(ctx, c.actor)
 			dr := fleet.DelegateRequest{Task: in.Task, Agent: in.Agent, Allow: in.Allow, Keep: in.Keep, Setup: in.Setup,
-				MemoryMiB: in.MemoryMiB, VCPUs: in.CPUs}
+				MemoryMiB: in.MemoryMiB, VCPUs: in.CPUs, Profile: in.Profile}
 			for _, r := range in.Repos {
 				dr.Repos = append(dr.Repos, fleet.RepoSpec{Repo: r.Repo, Ref: r.Ref})
 			}

@@ -400,6 +400,7 @@ func (h *handler) addTools() {
 	h.addParityTools()
 	h.addPresetTools()
 	h.addMirrorTools()
+	h.addProfileTools()
 }
 
 // watch reads one page of a box's log.

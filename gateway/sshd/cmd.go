@@ -49,6 +49,7 @@ func (c *call) root() *cobra.Command {
 	root.AddCommand(c.prCmd(), c.reposCmd())
 	root.AddCommand(c.presetsCmd())
 	root.AddCommand(c.mirrorCmd())
+	root.AddCommand(c.profileCmd())
 	root.AddGroup(&cobra.Group{ID: groupBoxes, Title: "Boxes:"}, &cobra.Group{ID: groupAdmin, Title: "Accounts and administration:"})
 	for _, sub := range root.Commands() {
 		if sub.GroupID == "" {

@@ -73,15 +73,16 @@ func (c *call) boxCmds() []*cobra.Command {
 
 func (c *call) newCmd() *cobra.Command {
 	var repos, allow []string
-	var ref, agentName, setup, memory, cpus string
+	var ref, agentName, setup, memory, cpus, profileName string
 	var keep bool
 	cmd := &cobra.Command{
-		Use:   "new [--repo R]… [--ref REF] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] [--memory MiB] [--cpus N] [--setup SCRIPT|-] TASK…",
+		Use:   "new [--repo R]… [--ref REF] [--profile NAME] [--agent P] [--allow DOMAIN[:PORT]]… [--keep] [--memory MiB] [--cpus N] [--setup SCRIPT|-] TASK…",
 		Short: "Delegate a task to a new box",
 		Example: c.examples(`new --agent script "hello world"`,
 			`new --repo acme/widget --agent claude "fix the flaky test"`,
 			`new --repo acme/widget --setup - "make it build" < setup.sh`,
 			`new --cpus 2 --memory 2048 --repo acme/widget "run the slow test suite"`,
+			`new --profile node --repo acme/widget "fix the lint errors"`,
 			`new --json --repo acme/widget "bump the deps"`),
 		GroupID: groupBoxes,
 		Args:    cobra.ArbitraryArgs,
@@ -97,7 +98,7 @@ func (c *call) newCmd() *cobra.Command {
 				}
 				setup = string(b)
 			}
-			req := fleet.DelegateRequest{Task: strings.Join(args, " "), Agent: agentName, Allow: allow, Keep: keep, Setup: setup}
+			req := fleet.DelegateRequest{Task: strings.Join(args, " "), Agent: agentName, Allow: allow, Keep: keep, Setup: setup, Profile: profileName}
 			if req.MemoryMiB, err = fleet.ParseMemory(memory); err != nil {
 				return fmt.Errorf("--memory: %w", err)
 			}
@@ -133,6 +134,7 @@ func (c *call) newCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&repos, "repo", nil, "a repository (owner/name or https URL); repeat for more")
 	cmd.Flags().StringVar(&ref, "ref", "", "branch, tag or commit of the repositories (default: their default branch)")
 	cmd.Flags().StringVar(&agentName, "agent", "", "agent profile: claude (default) or script")
+	cmd.Flags().StringVar(&profileName, "profile", "", "a project profile (see profile ls; default: the first repository's, if set with profile default)")
 	cmd.Flags().StringArrayVar(&allow, "allow", nil, "an extra egress domain the box may reach (example.com, *.example.com; ports 80 and 443, or example.com:8443) or a preset (@npm; see presets); repeat for more")
 	cmd.Flags().BoolVar(&keep, "keep", false, "never destroy the box while it sleeps")
 	cmd.Flags().StringVar(&memory, "memory", "", "the box's memory in MiB (default: the gateway's vm.memory_mib; at most box.max_memory_mib)")
@@ -247,6 +249,9 @@ func writeBox(w io.Writer, b fleet.Box, now time.Time) {
 		row("reason", oneLine(b.Reason.String()))
 	}
 	row("agent", b.Agent)
+	if b.Profile != "" {
+		row("profile", b.Profile)
+	}
 	row("size", size(b))
 	row("task", oneLine(b.Task.String()))
 	for _, r := range b.Repos {

@@ -131,7 +131,7 @@ func (d *delegation) view() (views.Delegation, <-chan struct{}) {
 
 func (s *Server) delegateForm(w http.ResponseWriter, r *http.Request) {
 	c, _ := callerFrom(r.Context())
-	s.render(w, r, http.StatusOK, views.DelegatePage(s.frame(r, "Delegate"), views.DelegateForm{Known: s.knownRepos(r, c)}, s.accountsOf(r, c)))
+	s.render(w, r, http.StatusOK, views.DelegatePage(s.frame(r, "Delegate"), views.DelegateForm{Known: s.knownRepos(r, c), Profiles: s.profileNames(r, c)}, s.accountsOf(r, c)))
 }
 
 func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
@@ -143,13 +143,13 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
 	f := views.DelegateForm{
 		Task: r.PostFormValue("task"), Repos: repoRows(r), Agent: r.PostFormValue("agent"), Allow: r.PostFormValue("allow"),
 		Keep: r.PostFormValue("keep") == "1", Setup: strings.ReplaceAll(r.PostFormValue("setup"), "\r\n", "\n"),
-		Memory: r.PostFormValue("memory"), CPUs: r.PostFormValue("cpus"),
+		Memory: r.PostFormValue("memory"), CPUs: r.PostFormValue("cpus"), Profile: r.PostFormValue("profile"),
 	}
 	if op := r.PostFormValue("op"); op != "" {
 		s.editRepoRows(w, r, c, f, op)
 		return
 	}
-	req := fleet.DelegateRequest{Task: f.Task, Agent: f.Agent, Allow: strings.Fields(strings.ReplaceAll(f.Allow, ",", " ")), Keep: f.Keep, Setup: f.Setup}
+	req := fleet.DelegateRequest{Task: f.Task, Agent: f.Agent, Allow: strings.Fields(strings.ReplaceAll(f.Allow, ",", " ")), Keep: f.Keep, Setup: f.Setup, Profile: f.Profile}
 	if err := sizeFields(&req, f); err != nil {
 		s.delegateFailed(w, r, err, f)
 		return
@@ -201,6 +201,7 @@ func (s *Server) delegateFailed(w http.ResponseWriter, r *http.Request, err erro
 	p := s.frame(r, "Delegate")
 	p.Error = err.Error()
 	f.Known = s.knownRepos(r, c)
+	f.Profiles = s.profileNames(r, c)
 	s.render(w, r, code, views.DelegatePage(p, f, s.accountsOf(r, c)))
 }
 

@@ -54,5 +54,6 @@ func (s *Server) editRepoRows(w http.ResponseWriter, r *http.Request, c caller, 
 		return
 	}
 	f.Known = s.knownRepos(r, c)
+	f.Profiles = s.profileNames(r, c)
 	s.render(w, r, http.StatusOK, views.DelegatePage(s.frame(r, "Delegate"), f, s.accountsOf(r, c)))
 }

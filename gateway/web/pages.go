@@ -269,6 +269,7 @@ func (s *Server) settingsData(r *http.Request, newToken string) (views.Settings,
 	st.Notify = s.notifyData(r, c)
 	st.Presets = s.presetsData(r, c)
 	st.Mirrors = s.mirrorsData(r, c)
+	st.Profiles = s.profilesData(r, c)
 	var err error
 	if st.APIKeys, err = s.Identity.APIKeys(r.Context(), c.actor(), c.User.Name); err != nil {
 		return st, err

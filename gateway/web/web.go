@@ -381,6 +381,9 @@ func (s *Server) consoleRoutes() {
 		s.handle("POST /settings/notify/{name}/"+a, s.page(s.channelAction(a)))
 	}
 	s.handle("POST /settings/presets", s.page(s.setDefaultPresets))
+	s.handle("POST /settings/profiles", s.page(s.saveProfile))
+	s.handle("POST /settings/profiles/default", s.page(s.setRepoProfile))
+	s.handle("POST /settings/profiles/{name}/delete", s.page(s.deleteProfile))
 	s.handle("POST /settings/keys", s.page(s.createKey))
 	s.handle("POST /settings/keys/{id}/revoke", s.page(s.revokeKey))
 	s.handle("POST /settings/sessions/{id}/revoke", s.page(s.revokeSession))
