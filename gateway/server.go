@@ -112,7 +112,7 @@ type Server struct {
 	// preview serves web previews of box ports (preview.go); nil: off.
 	preview   *http.Server
 	previewLn net.Listener
-	once          sync.Once
+	once      sync.Once
 }
 
 // NewServer opens the store, creates the first admin if there is none,

@@ -431,7 +431,7 @@ func (c Config) Validate() error {
 	if c.Web.PreviewAddr != "" {
 		if err := checkListen(c.Web.PreviewAddr); err != nil {
 			bad("web.preview_addr", c.Web.PreviewAddr, err.Error())
-		} else if c.Web.PreviewAddr == c.HTTP.Listen || c.Web.PreviewAddr == c.SSH.Listen {
+		} else if _, port, _ := net.SplitHostPort(c.Web.PreviewAddr); port != "0" && (c.Web.PreviewAddr == c.HTTP.Listen || c.Web.PreviewAddr == c.SSH.Listen) {
 			bad("web.preview_addr", c.Web.PreviewAddr, "must differ from http.listen and ssh.listen: previews need their own origin")
 		}
 	}
