@@ -109,10 +109,11 @@ type Server struct {
 
 	sshLn, httpLn net.Listener
 	errc          chan error
+	once          sync.Once
+
 	// preview serves web previews of box ports (preview.go); nil: off.
 	preview   *http.Server
 	previewLn net.Listener
-	once      sync.Once
 }
 
 // NewServer opens the store, creates the first admin if there is none,

@@ -8,7 +8,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"charm.land/ssh"
@@ -84,11 +83,32 @@ func checkForward(host string, port uint32) (string, int, error) {
 	return host, int(port), nil
 }
 
-// forwardCount is the number of live forwards of one connection (kept in
-// its context).
-type forwardCount struct{ n atomic.Int32 }
+// forwards counts the live forwards of each SSH connection.
+type forwards struct {
+	mu sync.Mutex
+	n  map[*gossh.ServerConn]int
+}
 
-type forwardCountKey struct{}
+// hold counts one more forward on conn, or says the connection has its
+// maxForwardsPerConn; release undoes it.
+func (f *forwards) hold(conn *gossh.ServerConn) (release func(), ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == nil {
+		f.n = map[*gossh.ServerConn]int{}
+	}
+	if f.n[conn] >= maxForwardsPerConn {
+		return nil, false
+	}
+	f.n[conn]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.n[conn]--; f.n[conn] <= 0 {
+			delete(f.n, conn)
+		}
+	}, true
+}
 
 // directTCPIP serves one direct-tcpip channel: checks, then the core's
 // DialPort, then both directions with their half-closes.
@@ -120,17 +140,12 @@ func (s *Server) directTCPIP(_ *ssh.Server, conn *gossh.ServerConn, nc gossh.New
 		reject(gossh.ConnectionFailed, s.noFleet().Error())
 		return
 	}
-	count, _ := ctx.Value(forwardCountKey{}).(*forwardCount)
-	if count == nil {
-		count = &forwardCount{}
-		ctx.SetValue(forwardCountKey{}, count)
-	}
-	if count.n.Add(1) > maxForwardsPerConn {
-		count.n.Add(-1)
+	release, ok := s.forwards.hold(conn)
+	if !ok {
 		reject(gossh.ResourceShortage, fmt.Sprintf("too many forwarded connections on this SSH connection (limit %d)", maxForwardsPerConn))
 		return
 	}
-	defer count.n.Add(-1)
+	defer release()
 	actor := keys.Actor{User: user.Name, Role: user.Role, Front: "ssh", Addr: clientOf(conn.RemoteAddr())}
 	dctx, cancel := context.WithTimeout(ctx, forwardDialTimeout)
 	bc, err := s.Fleet.DialPort(dctx, actor, box, port)

@@ -88,3 +88,38 @@ func FuzzParseForward(f *testing.F) {
 		}
 	})
 }
+
+// TestForwardsPerConnection: one SSH connection holds at most
+// maxForwardsPerConn forwards at once; another connection has its own.
+func TestForwardsPerConnection(t *testing.T) {
+	var f forwards
+	a, b := &gossh.ServerConn{}, &gossh.ServerConn{}
+	var releases []func()
+	for i := range maxForwardsPerConn {
+		rel, ok := f.hold(a)
+		if !ok {
+			t.Fatalf("forward %d refused", i+1)
+		}
+		releases = append(releases, rel)
+	}
+	if _, ok := f.hold(a); ok {
+		t.Fatal("one forward over the limit held")
+	}
+	if rel, ok := f.hold(b); !ok {
+		t.Fatal("another connection's forward refused")
+	} else {
+		rel()
+	}
+	releases[0]()
+	if rel, ok := f.hold(a); !ok {
+		t.Fatal("a forward after a release refused")
+	} else {
+		rel()
+	}
+	for _, rel := range releases[1:] {
+		rel()
+	}
+	if len(f.n) != 0 {
+		t.Fatalf("counts left: %v", f.n)
+	}
+}

@@ -105,6 +105,8 @@ type Server struct {
 	ln          net.Listener
 	closing     bool
 	conns       sync.WaitGroup
+
+	forwards forwards // live direct-tcpip channels per connection (forward.go)
 }
 
 // maxAuthTries bounds the keys one connection may try.
