@@ -2,8 +2,11 @@ package sshd
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
@@ -121,5 +124,56 @@ func TestForwardsPerConnection(t *testing.T) {
 	}
 	if len(f.n) != 0 {
 		t.Fatalf("counts left: %v", f.n)
+	}
+}
+
+// TestRegressionDirectTCPIPNeverDialsGatewayNetwork: the stock
+// direct-tcpip handler dials whatever the client names from the gateway
+// (the Teleport class of bypass). Ours refuses every destination that is
+// not a box name, with the reason, and the gateway's own listener is never
+// reached; a box name on a gateway without a fleet is refused too.
+func TestRegressionDirectTCPIPNeverDialsGatewayNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	reached := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			reached <- struct{}{}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	f := start(t, 20)
+	c, err := f.dial(gossh.PublicKeys(f.op))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, dest := range []string{
+		fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("localhost:%d", port), fmt.Sprintf("[::1]:%d", port),
+		fmt.Sprintf("0.0.0.0:%d", port), fmt.Sprintf("127.1:%d", port), fmt.Sprintf("localhost.:%d", port),
+	} {
+		_, err := c.Dial("tcp", dest)
+		var oce *gossh.OpenChannelError
+		if !errors.As(err, &oce) || oce.Reason != gossh.Prohibited || !strings.Contains(oce.Message, "only a box name") {
+			t.Errorf("direct-tcpip to %s: %v, want refused as not a box name", dest, err)
+		}
+	}
+	// A box name passes the front's check and goes to the core: here there
+	// is none, and the refusal says so.
+	if _, err := c.Dial("tcp", "somebox:80"); err == nil {
+		t.Error("direct-tcpip to a box on a gateway without a fleet accepted")
+	}
+	select {
+	case <-reached:
+		t.Fatal("a forward reached the gateway's own listener")
+	case <-time.After(200 * time.Millisecond):
 	}
 }
