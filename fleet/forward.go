@@ -53,19 +53,14 @@ func (f *Fleet) DialPort(ctx context.Context, caller keys.Actor, name string, po
 	return c, nil
 }
 
-// forwardable says why a box's port cannot be reached in its state.
+// forwardable says why a box's port cannot be reached in its state: as
+// awake, but a sleeping box is told how to wake for its ports.
 func forwardable(rec record) error {
-	switch rec.State {
-	case Running, Waiting, Done:
-		return nil
-	case Sleeping:
+	if rec.State == Sleeping {
 		return fmt.Errorf("box %q is asleep: wake it first to reach its ports (ssh <gateway> wake %s, or the console's Wake button): %w",
 			rec.Name, rec.Name, ErrConflict)
-	case Creating:
-		return fmt.Errorf("box %q is still being set up: %w", rec.Name, ErrConflict)
-	default:
-		return fmt.Errorf("box %q has %s, its ports are gone: %w", rec.Name, rec.State, ErrConflict)
 	}
+	return awake(rec)
 }
 
 // dialErr maps a failed dial to the core's errors.
