@@ -166,6 +166,7 @@ type Fleet struct {
 	files    *files    // files.go: stat, readdir, artifacts, diff
 	grants   *grants   // net.go: what a machine's network path may reach
 	notify   *notifier // notify*.go: channels, the outbox, the dispatcher
+	previews *previews // preview.go: the preview links spent
 	forge    forge.Forge
 	presets  PresetStore // presets.go: users' default presets
 	mirrors  *mirrors    // mirrors.go: internal package mirrors
@@ -307,6 +308,7 @@ func newFleet(ctx context.Context, cfg Config, logDir string) *Fleet {
 	f.grants = &grants{records: f.records, locks: f.locks, settings: f.settings, site: f.sitePresets, boxes: map[string]string{}}
 	f.grants.mirrors = f.mirrors
 	f.notify = newNotifier(cfg, f)
+	f.previews = &previews{spent: map[string]time.Time{}}
 	return f
 }
 

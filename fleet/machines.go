@@ -33,6 +33,9 @@ type Machines interface {
 	MkdirAll(ctx context.Context, name, path string, mode fs.FileMode) error
 	Remove(ctx context.Context, name, path string) error
 	TarIn(ctx context.Context, name, dir string, r io.Reader) error
+	// Dial connects to a TCP port on the box's loopback over its agent
+	// connection (forward.go).
+	Dial(ctx context.Context, name string, d agent.DialRequest) (*agent.Conn, error)
 }
 
 var _ Machines = (*vm.Manager)(nil)

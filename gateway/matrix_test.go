@@ -91,6 +91,7 @@ type matrix struct {
 func TestAccessMatrix(t *testing.T) {
 	g := newBoxGatewayWith(t, nil, func(c *config.Config) {
 		c.HTTP.MetricsAuth = true
+		c.Web.PreviewAddr = "127.0.0.1:0" // the box page's preview form redirects there
 		// The matrix fails authentication on purpose hundreds of times; the
 		// throttle has its own tests.
 		c.Auth.ThrottleAttempts = 1 << 20
@@ -378,6 +379,7 @@ var httpRoutes = map[string]httpRoute{
 	"POST /boxes/{box}/keep":                 {path: "/boxes/{box}/keep", auth: "session", boxed: true},
 	"POST /boxes/{box}/unkeep":               {path: "/boxes/{box}/unkeep", auth: "session", boxed: true},
 	"POST /boxes/{box}/extend":               {path: "/boxes/{box}/extend", body: "by=1h", auth: "session", boxed: true},
+	"POST /boxes/{box}/preview":              {path: "/boxes/{box}/preview", body: "port=8000", auth: "session", boxed: true},
 	"POST /boxes/{box}/destroy":              {path: "/boxes/{box}/destroy", auth: "session", boxed: true, last: true},
 	"POST /boxes/{box}/title":                {path: "/boxes/{box}/title", body: "title=matrix", auth: "session", boxed: true},
 	"POST /boxes/{box}/repos":                {path: "/boxes/{box}/repos", body: "repo=acme/widget", auth: "session", boxed: true, right: invalid},

@@ -110,6 +110,10 @@ type Server struct {
 	sshLn, httpLn net.Listener
 	errc          chan error
 	once          sync.Once
+
+	// preview serves web previews of box ports (preview.go); nil: off.
+	preview   *http.Server
+	previewLn net.Listener
 }
 
 // NewServer opens the store, creates the first admin if there is none,
@@ -224,6 +228,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		BodyLimit:       cfg.HTTP.BodyLimit,
 		MetricsAuth:     cfg.HTTP.MetricsAuth,
 		ExtraRoutes:     opts.HTTPRoutes,
+		PreviewURL:      s.PreviewURL,
 	})
 	s.http = &http.Server{
 		Handler:           handler,
@@ -242,6 +247,7 @@ func NewServer(ctx context.Context, cfg config.Config, opts Options) (*Server, e
 		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		s.tls = true
 	}
+	s.newPreview(trusted)
 	ok = true
 	return s, nil
 }
@@ -320,6 +326,9 @@ func (s *Server) Start(ctx context.Context) error {
 			s.errc <- fmt.Errorf("http: %w", err)
 		}
 	}()
+	if err := s.startPreview(ctx); err != nil {
+		return err
+	}
 	if err := s.writeAddrFile(); err != nil {
 		return err
 	}
@@ -352,6 +361,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				add(fmt.Errorf("http shutdown: %w", err))
 			}
 		})
+		if s.preview != nil {
+			wg.Go(func() {
+				if err := s.preview.Shutdown(ctx); err != nil {
+					_ = s.preview.Close()
+					add(fmt.Errorf("preview shutdown: %w", err))
+				}
+			})
+		}
 		wg.Wait()
 		if err := s.stopCore(); err != nil {
 			add(fmt.Errorf("stop core: %w", err))

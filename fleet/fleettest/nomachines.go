@@ -58,3 +58,6 @@ func (NoMachines) WriteFile(context.Context, string, string, fs.FileMode, io.Rea
 func (NoMachines) MkdirAll(context.Context, string, string, fs.FileMode) error { return ErrNoMachines }
 func (NoMachines) Remove(context.Context, string, string) error                { return ErrNoMachines }
 func (NoMachines) TarIn(context.Context, string, string, io.Reader) error      { return ErrNoMachines }
+func (NoMachines) Dial(context.Context, string, agent.DialRequest) (*agent.Conn, error) {
+	return nil, ErrNoMachines
+}

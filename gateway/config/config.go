@@ -198,6 +198,12 @@ type Web struct {
 	// PublicURL is the base of the login links `ssh … login` prints;
 	// "" means the HTTP listen address.
 	PublicURL string `yaml:"public_url"`
+	// PreviewAddr is the listen address of the web previews of box ports
+	// (a separate origin from the console's); "" turns previews off.
+	PreviewAddr string `yaml:"preview_addr"`
+	// PreviewURL is the previews' public base URL; "" means the preview
+	// listen address. It must not be the console's origin.
+	PreviewURL string `yaml:"preview_url"`
 }
 
 // MCP configures the MCP endpoint.

@@ -195,6 +195,8 @@ var table = []field{
 	dur("web.session_lifetime", func(c *Config) *Duration { return &c.Web.SessionLifetime }),
 	boolean("web.secure_cookies", func(c *Config) *bool { return &c.Web.SecureCookies }),
 	urlStr("web.public_url", func(c *Config) *string { return &c.Web.PublicURL }),
+	str("web.preview_addr", func(c *Config) *string { return &c.Web.PreviewAddr }),
+	urlStr("web.preview_url", func(c *Config) *string { return &c.Web.PreviewURL }),
 	integer("notify.digest_hour", func(c *Config) *int { return &c.Notify.DigestHour }),
 	dur("notify.expiring_lead", func(c *Config) *Duration { return &c.Notify.ExpiringLead }),
 }
@@ -432,6 +434,24 @@ func (c Config) Validate() error {
 			bad("web.public_url", c.Web.PublicURL, "want a base URL like https://sbx.example.com")
 		}
 	}
+	if c.Web.PreviewAddr != "" {
+		if err := checkListen(c.Web.PreviewAddr); err != nil {
+			bad("web.preview_addr", c.Web.PreviewAddr, err.Error())
+		} else if _, port, _ := net.SplitHostPort(c.Web.PreviewAddr); port != "0" && (c.Web.PreviewAddr == c.HTTP.Listen || c.Web.PreviewAddr == c.SSH.Listen) {
+			bad("web.preview_addr", c.Web.PreviewAddr, "must differ from http.listen and ssh.listen: previews need their own origin")
+		}
+	}
+	if c.Web.PreviewURL != "" {
+		u, err := url.Parse(c.Web.PreviewURL)
+		switch {
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
+			bad("web.preview_url", c.Web.PreviewURL, "want a base URL like https://preview.sbx.example.com")
+		case c.Web.PreviewAddr == "":
+			bad("web.preview_url", c.Web.PreviewURL, "needs web.preview_addr (the listener it fronts)")
+		case sameOrigin(u, c.Web.PublicURL):
+			bad("web.preview_url", c.Web.PreviewURL, "must not be the console's origin (web.public_url): box pages there would own the session")
+		}
+	}
 	if c.Notify.DigestHour < 0 || c.Notify.DigestHour > 23 {
 		bad("notify.digest_hour", c.Notify.DigestHour, "want a UTC hour from 0 to 23")
 	}
@@ -529,4 +549,23 @@ func checkListen(addr string) error {
 		return errors.New("port must be 0-65535")
 	}
 	return nil
+}
+
+// sameOrigin reports whether u and the URL other have one origin (scheme,
+// host and port, the default port filled in).
+func sameOrigin(u *url.URL, other string) bool {
+	o, err := url.Parse(other)
+	if err != nil || other == "" {
+		return false
+	}
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if u.Scheme == "https" {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(u.Scheme, o.Scheme) && strings.EqualFold(u.Hostname(), o.Hostname()) && port(u) == port(o)
 }

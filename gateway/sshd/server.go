@@ -105,6 +105,8 @@ type Server struct {
 	ln          net.Listener
 	closing     bool
 	conns       sync.WaitGroup
+
+	forwards forwards // live direct-tcpip channels per connection (forward.go)
 }
 
 // maxAuthTries bounds the keys one connection may try.
@@ -185,13 +187,15 @@ func withHostKey(signer gossh.Signer) ssh.Option {
 	}
 }
 
-// onlySessions allows session channels and nothing else: no direct-tcpip,
-// forwarded-tcpip, x11 or auth-agent channels, no global requests
-// (tcpip-forward) and one subsystem, sftp. Session requests go through the
-// allow-list in filteredChannel.
+// onlySessions allows session channels and direct-tcpip to a box's port
+// (forward.go, our own handler: never the stock one, which dials the
+// gateway's network) and nothing else: no forwarded-tcpip, x11 or
+// auth-agent channels, no global requests (tcpip-forward) and one
+// subsystem, sftp. Session requests go through the allow-list in
+// filteredChannel.
 func (s *Server) onlySessions() ssh.Option {
 	return func(srv *ssh.Server) error {
-		srv.ChannelHandlers = map[string]ssh.ChannelHandler{"session": s.session}
+		srv.ChannelHandlers = map[string]ssh.ChannelHandler{"session": s.session, "direct-tcpip": s.directTCPIP}
 		srv.RequestHandlers = map[string]ssh.RequestHandler{}
 		srv.SubsystemHandlers = map[string]ssh.SubsystemHandler{"sftp": s.sftpSubsystem}
 		return nil

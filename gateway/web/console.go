@@ -203,7 +203,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, c te
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", consoleCSP)
+	h.Set("Content-Security-Policy", s.pageCSP())
 	w.WriteHeader(status)
 	if err := c.Render(r.Context(), w); err != nil {
 		Logger(r.Context()).WarnContext(r.Context(), "render page", "err", err)

@@ -10,7 +10,7 @@
 // (a delegation's steps; /stream: SSE), GET /boxes/{box},
 // GET /boxes/{box}/stream (status and log SSE; id = log offset, so
 // Last-Event-ID resumes), /log.txt, /diff, /files, /artifact (download only,
-// sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy,title,repos,extend},
+// sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy,title,repos,extend,preview},
 // GET /settings with its POSTs, GET /audit and GET|POST /pool (admins: the
 // warm pool, pool.go), POST /csp-report,
 // GET /static/. Every state-changing console route is a POST behind
@@ -104,6 +104,9 @@ type Options struct {
 	LoginHint string
 	// Now is the clock of pages and reports (default time.Now).
 	Now func() time.Time
+	// PreviewURL is the base URL of the preview listener (preview.go);
+	// nil or "" turns the box page's preview form into a clear refusal.
+	PreviewURL func() string
 }
 
 // Server is the HTTP handler of the gateway.
@@ -370,6 +373,7 @@ func (s *Server) consoleRoutes() {
 	s.handle("POST /boxes/{box}/title", s.page(s.boxForm(setTitle)))
 	s.handle("POST /boxes/{box}/repos", s.page(s.boxForm(addRepo)))
 	s.handle("POST /boxes/{box}/extend", s.page(s.boxForm(extend)))
+	s.handle("POST /boxes/{box}/preview", s.page(s.previewLink))
 	s.handle("GET /settings", s.page(s.settings))
 	s.handle("POST /settings/accounts", s.page(s.addAccount))
 	s.handle("POST /settings/accounts/{name}/default", s.page(s.accountAction("default")))

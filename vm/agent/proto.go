@@ -76,6 +76,7 @@ const (
 	OpClock      = "clock"
 	OpReseed     = "reseed"
 	OpShutdown   = "shutdown"
+	OpDial       = "dial" // a TCP connection to the box's loopback (dial.go)
 )
 
 // Request is the header of every call.
@@ -92,6 +93,7 @@ type Request struct {
 	Signal int          `json:"signal,omitempty"`
 	Time   int64        `json:"time,omitempty"` // unix nanoseconds
 	Data   []byte       `json:"data,omitempty"`
+	Dial   *DialRequest `json:"dial,omitempty"`
 }
 
 // Reply answers a request with the same id.

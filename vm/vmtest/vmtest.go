@@ -222,6 +222,8 @@ func Run(t *testing.T, s Setup) {
 		}
 	})
 
+	t.Run("DialLoopback", func(t *testing.T) { dialLoopback(ctx, t, m, box) })
+
 	t.Run("PTYSize", func(t *testing.T) {
 		r := run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"stty", "size"}, TTY: true, Rows: 33, Cols: 101}, nil)
 		if strings.TrimSpace(r.stdout) != "33 101" {

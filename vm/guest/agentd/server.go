@@ -315,6 +315,8 @@ func (c *connState) handle(ctx context.Context, st *yamux.Stream) {
 		s.tarIn(st, req)
 	case agent.OpWatch:
 		s.watch(ctx, st, req)
+	case agent.OpDial:
+		c.dial(ctx, st, req)
 	case agent.OpClock:
 		answer(agent.Reply{}, s.setClock(time.Unix(0, req.Time)))
 	case agent.OpReseed:
