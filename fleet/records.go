@@ -59,6 +59,9 @@ type record struct {
 	Model ModelUsage `json:"model,omitzero"`
 	// StateBeforeSleep is where the run was when the box went to sleep.
 	StateBeforeSleep State `json:"state_before_sleep,omitempty"`
+	// CheckpointSessions is the agent's conversation at each checkpoint
+	// of the box (by id), for a rewind to resume.
+	CheckpointSessions map[string]string `json:"checkpoint_sessions,omitempty"`
 }
 
 // records keeps the boxes' records in the store: every read, write and
