@@ -58,7 +58,7 @@ var ErrNoSnapshots = errkind.New(errkind.Unavailable,
 	"checkpoints and forks need the QEMU backend: a Pod's disk is the cluster's volume, not a file this gateway can copy or put back")
 
 // ErrNoCheckpoint is returned for a checkpoint id the box does not have.
-var ErrNoCheckpoint = errkind.New(errkind.NotFound, "no such checkpoint")
+var ErrNoCheckpoint = errkind.New(errkind.NotFound, "checkpoint not found")
 
 func (m *Manager) snapshotter() (Snapshotter, error) {
 	s, ok := m.backend.(Snapshotter)

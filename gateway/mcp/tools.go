@@ -399,6 +399,7 @@ func (h *handler) addTools() {
 	h.addBoxEditTools()
 	h.addParityTools()
 	h.addPresetTools()
+	h.addSnapshotTools()
 }
 
 // watch reads one page of a box's log.
