@@ -88,6 +88,10 @@ func (f *Fleet) snapshotMachines() (snapshots, error) {
 	if !ok {
 		return nil, vm.ErrNoSnapshots
 	}
+	// Refused before anything is made (a fork's record, its network path).
+	if c, ok := s.(interface{ CanSnapshot() bool }); ok && !c.CanSnapshot() {
+		return nil, vm.ErrNoSnapshots
+	}
 	return s, nil
 }
 
@@ -315,6 +319,9 @@ func (f *Fleet) fork(ctx context.Context, caller keys.Actor, name, task string) 
 		return Box{}, f.safeErr(err)
 	}
 	t0 := time.Now()
+	// Named before the machine exists: rm of a fork that failed here
+	// detaches its network path too.
+	rec.VM = rec.Name
 	spec, err := f.pool.spec(ctx, rec.Name)
 	if err != nil {
 		return fail(err)
@@ -330,7 +337,6 @@ func (f *Fleet) fork(ctx context.Context, caller keys.Actor, name, task string) 
 		return fail(snapErr(err))
 	}
 	booted := time.Since(t0)
-	rec.VM = rec.Name
 	rec.Started = f.now()
 	rec.Deadline = mb.Deadline()
 	rec.MemoryMiB, rec.VCPUs = mb.Spec.MemoryMiB, mb.Spec.VCPUs
