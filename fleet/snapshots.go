@@ -36,6 +36,7 @@ type snapshots interface {
 	Checkpoints(ctx context.Context, name string) ([]vm.Checkpoint, error)
 	Rewind(ctx context.Context, name, id string) (vm.Box, error)
 	Fork(ctx context.Context, src, id, dst string, spec vm.Spec) (vm.Box, error)
+	DeleteCheckpoint(ctx context.Context, name, id string) error
 }
 
 var _ snapshots = (*vm.Manager)(nil)
@@ -57,6 +58,16 @@ func (f *Fleet) Checkpoints(ctx context.Context, caller keys.Actor, name string)
 		return nil, err
 	}
 	return f.checkpoints(ctx, caller, name)
+}
+
+// DeleteCheckpoint removes one of the box's checkpoints and its files,
+// making room under vm.MaxCheckpoints. Owner or admin, audited
+// (box.checkpoint.rm), an Event.
+func (f *Fleet) DeleteCheckpoint(ctx context.Context, caller keys.Actor, name, id string) error {
+	if err := need(caller, keys.RightWrite, "remove a checkpoint"); err != nil {
+		return err
+	}
+	return f.deleteCheckpoint(ctx, caller, name, id)
 }
 
 // Rewind stops the box's machine, puts checkpoint id's disks back and
@@ -184,6 +195,40 @@ func (f *Fleet) checkpoints(ctx context.Context, caller keys.Actor, name string)
 		out = append(out, toCheckpoint(c))
 	}
 	return out, nil
+}
+
+func (f *Fleet) deleteCheckpoint(ctx context.Context, caller keys.Actor, name, id string) error {
+	id = strings.TrimSpace(id)
+	if err := vm.ValidCheckpointID(id); err != nil {
+		return f.safeErr(err)
+	}
+	s, err := f.snapshotMachines()
+	if err != nil {
+		return err
+	}
+	rec, lock, err := f.locks.lockBox(ctx, caller, name)
+	if err != nil {
+		return f.safeErr(err)
+	}
+	defer lock.Unlock()
+	e := f.entry(caller, "box.checkpoint.rm", name)
+	e.Detail = id
+	if rec.VM == "" {
+		err := fmt.Errorf("box %q has no checkpoint %q: %w", name, id, ErrNotFound)
+		f.audit.Finish(ctx, e, err, audit.ResultError)
+		return f.safeErr(err)
+	}
+	if err := s.DeleteCheckpoint(ctx, rec.VM, id); err != nil {
+		err = snapErr(err)
+		f.audit.Finish(ctx, e, err, audit.ResultError)
+		return f.safeErr(err)
+	}
+	delete(rec.CheckpointSessions, id)
+	if err := f.records.save(ctx, rec, e); err != nil {
+		return f.safeErr(err)
+	}
+	f.events.emit(rec, EventState, "box.checkpoint.rm "+id)
+	return nil
 }
 
 func (f *Fleet) rewind(ctx context.Context, caller keys.Actor, name, id string) (Box, error) {

@@ -46,6 +46,8 @@ type Snapshotter interface {
 	// Restore puts checkpoint id's disks back as the box's. The box's
 	// machine is stopped; its memory snapshot, if any, is dropped.
 	Restore(ctx context.Context, name, id string) error
+	// DeleteCheckpoint removes checkpoint id and its files.
+	DeleteCheckpoint(ctx context.Context, name, id string) error
 	// Fork provisions box dst (not running yet, like Create) with a copy
 	// of src's disks, as they are now (id "", pausing a running machine
 	// for the copy) or at checkpoint id. dst shares no file with src.
@@ -219,6 +221,31 @@ func (m *Manager) Rewind(ctx context.Context, name, id string) (Box, error) {
 		return box, err
 	}
 	return m.save(box, Running, "rewound to checkpoint "+id+" (cold boot)"), nil
+}
+
+// DeleteCheckpoint removes one of a box's checkpoints (its files go at
+// once), making room under MaxCheckpoints.
+func (m *Manager) DeleteCheckpoint(ctx context.Context, name, id string) error {
+	if err := ValidCheckpointID(id); err != nil {
+		return err
+	}
+	s, err := m.snapshotter()
+	if err != nil {
+		return err
+	}
+	e, _, err := m.lock(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer e.op.Unlock()
+	if err := m.hasCheckpoint(ctx, s, name, id); err != nil {
+		return err
+	}
+	if err := s.DeleteCheckpoint(ctx, name, id); err != nil {
+		return fmt.Errorf("box %q: remove checkpoint %s: %w", name, id, err)
+	}
+	m.log.Info("box checkpoint removed", "box", name, "checkpoint", id)
+	return nil
 }
 
 func (m *Manager) hasCheckpoint(ctx context.Context, s Snapshotter, name, id string) error {

@@ -36,13 +36,22 @@ type CheckpointsOut struct {
 
 func (c CheckpointsOut) boxName() string { return c.Box }
 
-// RewindIn names the checkpoint to put a box back to.
+// RewindIn names a box's checkpoint (to rewind to, or to remove).
 type RewindIn struct {
 	Box        string `json:"box" jsonschema:"the box name"`
 	Checkpoint string `json:"checkpoint" jsonschema:"the checkpoint's id (cp-…), as checkpoint returned it or checkpoints lists it"`
 }
 
 func (r RewindIn) boxName() string { return r.Box }
+
+// CheckpointRemoveOut says a checkpoint is gone.
+type CheckpointRemoveOut struct {
+	Box        string `json:"box"`
+	Checkpoint string `json:"checkpoint"`
+	Removed    bool   `json:"removed"`
+}
+
+func (c CheckpointRemoveOut) boxName() string { return c.Box }
 
 // ForkIn makes a new box from a box.
 type ForkIn struct {
@@ -82,6 +91,15 @@ func (h *handler) addSnapshotTools() {
 				out.Checkpoints = append(out.Checkpoints, checkpointOut(in.Box, cp))
 			}
 			return nil, out, nil
+		})
+
+	add(h, tool{name: "checkpoint_remove", title: "Remove a checkpoint", write: true, destructive: true,
+		desc: "Remove one of a box's checkpoints and its files (a box keeps at most 8)."},
+		func(ctx context.Context, c caller, _ *sdk.CallToolRequest, in RewindIn) (*sdk.CallToolResult, CheckpointRemoveOut, error) {
+			if err := h.fleet.DeleteCheckpoint(ctx, c.actor, in.Box, in.Checkpoint); err != nil {
+				return nil, CheckpointRemoveOut{}, err
+			}
+			return nil, CheckpointRemoveOut{Box: in.Box, Checkpoint: in.Checkpoint, Removed: true}, nil
 		})
 
 	add(h, tool{name: "rewind", title: "Rewind a box to a checkpoint", write: true, destructive: true,

@@ -52,7 +52,20 @@ func (c *call) checkpointsCmd() *cobra.Command {
 			return w.Flush()
 		})
 	cmd.Example = c.examples("checkpoints fix-the-flaky-3f2a1c", "checkpoints --json fix-the-flaky-3f2a1c")
-	return jsonFlag(cmd)
+	jsonFlag(cmd)
+	rm := c.boxCmd("rm BOX CHECKPOINT", "Remove one of a box's checkpoints (a box keeps 8)", cobra.ExactArgs(2),
+		func(cmd *cobra.Command, f *fleet.Fleet, box string, rest []string) error {
+			if err := f.DeleteCheckpoint(cmd.Context(), c.actor, box, rest[0]); err != nil {
+				return err
+			}
+			return done(cmd, "removed", map[string]any{"box": box, "checkpoint": rest[0]},
+				fmt.Sprintf("removed checkpoint %s of %s", rest[0], box))
+		})
+	rm.GroupID = ""
+	rm.Example = c.examples("checkpoints rm fix-the-flaky-3f2a1c cp-ab12cd34")
+	jsonFlag(rm)
+	cmd.AddCommand(rm)
+	return cmd
 }
 
 func (c *call) rewindCmd() *cobra.Command {

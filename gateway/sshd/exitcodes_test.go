@@ -44,6 +44,7 @@ func TestCommandsOverSSH(t *testing.T) {
 		"audit":           {},
 		"checkpoint":      {notFound: []string{nobox}, box: true},
 		"checkpoints":     {notFound: []string{nobox}, box: true},
+		"checkpoints rm":  {notFound: []string{nobox, "cp-abcdefgh"}, box: true},
 		"fork":            {notFound: []string{nobox}, box: true},
 		"rewind":          {notFound: []string{nobox, "cp-abcdefgh"}, box: true},
 		"diff":            {notFound: []string{nobox}, box: true},

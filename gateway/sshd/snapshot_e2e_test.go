@@ -55,6 +55,16 @@ func TestCheckpointRewindFork(t *testing.T) {
 	if err := json.Unmarshal([]byte(g.must("alice", "checkpoints", "--json", name)), &list); err != nil || len(list) != 3 || list[0].ID != cps[0].ID {
 		t.Fatalf("checkpoints --json: %v %+v", err, list)
 	}
+	// The third goes again; removing it twice is not found.
+	if out := g.must("alice", "checkpoints", "rm", name, cps[2].ID); !strings.Contains(out, "removed") {
+		t.Fatalf("checkpoints rm: %q", out)
+	}
+	if r := g.run("alice", "", "checkpoints", "rm", name, cps[2].ID); r.code != 3 {
+		t.Fatalf("checkpoints rm of a removed one: exit %d %q", r.code, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(g.must("alice", "checkpoints", "--json", name)), &list); err != nil || len(list) != 2 {
+		t.Fatalf("checkpoints after rm: %v %+v", err, list)
+	}
 	sh(name, "rm "+notes+"; echo later > /workspace/widget/later.txt")
 
 	// Rewind: the file is back, the later one gone; the box is done.
@@ -150,7 +160,7 @@ func TestCheckpointRewindFork(t *testing.T) {
 			actions = append(actions, r.Action)
 		}
 	}
-	for _, want := range []string{"box.checkpoint", "box.rewind", "box.fork"} {
+	for _, want := range []string{"box.checkpoint", "box.checkpoint.rm", "box.rewind", "box.fork"} {
 		if !slices.Contains(actions, want) {
 			t.Errorf("audit has no %s row (has %v)", want, actions)
 		}

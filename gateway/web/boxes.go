@@ -34,6 +34,7 @@ type boxes interface {
 	Checkpoints(ctx context.Context, caller keys.Actor, name string) ([]fleet.Checkpoint, error)
 	Rewind(ctx context.Context, caller keys.Actor, name, id string) (fleet.Box, error)
 	Fork(ctx context.Context, caller keys.Actor, name, task string) (fleet.Box, error)
+	DeleteCheckpoint(ctx context.Context, caller keys.Actor, name, id string) error
 	Destroy(ctx context.Context, caller keys.Actor, name string) error
 	MentionedRepos(task string, given []fleet.RepoSpec) []string
 	Repos(ctx context.Context, caller keys.Actor, account, query string) ([]forge.RepoInfo, error)

@@ -77,3 +77,22 @@ func (c *scriptedCore) Fork(_ context.Context, caller keys.Actor, name, task str
 	defer c.mu.Unlock()
 	return c.boxes[fork].box, nil
 }
+
+func (c *scriptedCore) DeleteCheckpoint(_ context.Context, caller keys.Actor, name, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.box(caller, name)
+	if err != nil {
+		return err
+	}
+	if err := vm.ValidCheckpointID(id); err != nil {
+		return err
+	}
+	for i, cp := range b.checkpoints {
+		if cp.ID == id {
+			b.checkpoints = append(b.checkpoints[:i], b.checkpoints[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("box %q has no checkpoint %q: %w", name, id, vm.ErrNoCheckpoint)
+}

@@ -28,6 +28,15 @@ func rewind(r *http.Request, core boxes, caller keys.Actor, name string) (string
 	return "Rewound to " + id + " and booted again.", nil
 }
 
+// removeCheckpoint is a checkpoint's Remove button.
+func removeCheckpoint(r *http.Request, core boxes, caller keys.Actor, name string) (string, error) {
+	id := r.PathValue("id")
+	if err := core.DeleteCheckpoint(r.Context(), caller, name, id); err != nil {
+		return "", err
+	}
+	return "Checkpoint " + id + " removed.", nil
+}
+
 // checkpoints lists the box's checkpoints: the panel's fragment for htmx,
 // a page otherwise.
 func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) {

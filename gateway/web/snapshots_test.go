@@ -54,11 +54,23 @@ func TestCheckpointsAndForkThroughTheConsole(t *testing.T) {
 	if resp, _ := send(t, alice, "POST", c.URL+"/boxes/b1/rewind", url.Values{"checkpoint": {"../box.json"}}); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("rewind to a bad id: %d", resp.StatusCode)
 	}
+	if !strings.Contains(body, `action="/boxes/b1/checkpoints/cp-test0000/delete"`) {
+		t.Errorf("the list has no Remove button: %s", body)
+	}
+	if resp, _ := send(t, alice, "POST", c.URL+"/boxes/b1/checkpoints/cp-test0000/delete", url.Values{}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("remove a checkpoint: %d", resp.StatusCode)
+	}
+	if resp, _ := send(t, alice, "POST", c.URL+"/boxes/b1/checkpoints/cp-test0000/delete", url.Values{}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("remove it again: %d, want 404", resp.StatusCode)
+	}
+	if list, _ := c.core.Checkpoints(t.Context(), cli, "b1"); len(list) != 0 {
+		t.Errorf("after removing: %v", list)
+	}
 	resp, body = send(t, alice, "POST", c.URL+"/boxes/b1/fork", url.Values{"task": {"try it another way"}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/boxes/b1-fork" {
 		t.Fatalf("fork: %d %s %s", resp.StatusCode, resp.Header.Get("Location"), body)
 	}
-	for _, p := range []string{"/boxes/theirs/checkpoint", "/boxes/theirs/fork", "/boxes/theirs/rewind"} {
+	for _, p := range []string{"/boxes/theirs/checkpoint", "/boxes/theirs/fork", "/boxes/theirs/rewind", "/boxes/theirs/checkpoints/cp-test0000/delete"} {
 		if resp, _ := send(t, alice, "POST", c.URL+p, url.Values{"checkpoint": {"cp-test0000"}}); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("POST %s as another user: %d, want 404", p, resp.StatusCode)
 		}

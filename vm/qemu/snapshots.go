@@ -230,6 +230,27 @@ func (b *Backend) Restore(ctx context.Context, name, id string) error {
 	return nil
 }
 
+// DeleteCheckpoint removes checkpoints/<id>: renamed aside first, so a
+// removal cut short leaves no half checkpoint that lists.
+func (b *Backend) DeleteCheckpoint(ctx context.Context, name, id string) error {
+	if err := vm.ValidCheckpointID(id); err != nil {
+		return err
+	}
+	bx, err := b.get(name)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(bx.dir, checkpointDir, id)
+	gone := filepath.Join(bx.dir, checkpointDir, "."+id+".rm")
+	if err := os.Rename(dir, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("box %q: checkpoint %q: %w", name, id, vm.ErrNoCheckpoint)
+		}
+		return err
+	}
+	return os.RemoveAll(gone)
+}
+
 // Fork provisions dst with copies of src's disks (now, or at checkpoint
 // id): its own directory, sockets and record; nothing of src's is shared
 // but the read-only base image under root.qcow2.

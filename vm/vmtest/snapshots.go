@@ -29,6 +29,9 @@ func checkpoints(ctx context.Context, t *testing.T, m *vm.Manager, box string, s
 		if _, err := m.Rewind(ctx, box, "cp-abcdefgh"); !errors.Is(err, errkind.Unavailable) {
 			t.Fatalf("Rewind on a backend without snapshots: %v, want unavailable", err)
 		}
+		if err := m.DeleteCheckpoint(ctx, box, "cp-abcdefgh"); !errors.Is(err, errkind.Unavailable) {
+			t.Fatalf("DeleteCheckpoint on a backend without snapshots: %v, want unavailable", err)
+		}
 		if _, err := m.Get(fork); !errors.Is(err, vm.ErrNotFound) {
 			t.Fatalf("a refused fork exists: %v", err)
 		}
@@ -141,6 +144,22 @@ func checkpoints(ctx context.Context, t *testing.T, m *vm.Manager, box string, s
 	}
 	if _, err := m.Checkpoint(ctx, box, "one too many"); !errors.Is(err, errkind.Limit) {
 		t.Fatalf("checkpoint %d: %v, want limit", vm.MaxCheckpoints+1, err)
+	}
+	// Removing one makes room; its files go.
+	if err := m.DeleteCheckpoint(ctx, box, list[len(list)-1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteCheckpoint(ctx, box, list[len(list)-1].ID); !errors.Is(err, vm.ErrNoCheckpoint) {
+		t.Fatalf("removing a removed checkpoint: %v, want not found", err)
+	}
+	if err := m.DeleteCheckpoint(ctx, box, "../../box.json"); !errors.Is(err, errkind.Invalid) {
+		t.Fatalf("removing checkpoint ../../box.json: %v, want invalid", err)
+	}
+	if got, err := m.Checkpoints(ctx, box); err != nil || len(got) != vm.MaxCheckpoints-1 {
+		t.Fatalf("after removing one: %d checkpoints (%v)", len(got), err)
+	}
+	if _, err := m.Checkpoint(ctx, box, "room again"); err != nil {
+		t.Fatalf("checkpoint after removing one: %v", err)
 	}
 
 	// Fork the box as it is: the fork has the files, and each box's writes
