@@ -63,6 +63,9 @@ type record struct {
 	// none); Env is that profile's environment for the agent.
 	Profile string   `json:"profile,omitempty"`
 	Env     []string `json:"env,omitempty"`
+	// CheckpointSessions is the agent's conversation at each checkpoint
+	// of the box (by id), for a rewind to resume.
+	CheckpointSessions map[string]string `json:"checkpoint_sessions,omitempty"`
 }
 
 // records keeps the boxes' records in the store: every read, write and

@@ -178,9 +178,10 @@ var allTools = []string{"delegate", "list", "status", "watch", "answer", "inbox"
 	"notify_list", "notify_add", "notify_remove", "notify_test", "notify_enable", "notify_log",
 	"pr_open", "pr_get", "pr_merge", "pr_close", "repos", "title", "repo_add",
 	"ask", "inbox_remove", "pool", "pool_set", "allow", "extend", "presets", "presets_default", "mirrors", "mirror_set",
-	"profiles", "profile_set", "profile_delete", "profile_default"}
+	"profiles", "profile_set", "profile_delete", "profile_default",
+	"checkpoint", "checkpoints", "rewind", "fork", "checkpoint_remove"}
 
-var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown", "notify_add", "notify_remove", "notify_test", "notify_enable", "pr_open", "pr_merge", "pr_close", "title", "repo_add", "ask", "inbox_remove", "pool_set", "allow", "extend", "presets_default", "mirror_set", "profile_set", "profile_delete", "profile_default"}
+var writeTools = []string{"delegate", "answer", "keep", "sleep", "wake", "teardown", "notify_add", "notify_remove", "notify_test", "notify_enable", "pr_open", "pr_merge", "pr_close", "title", "repo_add", "ask", "inbox_remove", "pool_set", "allow", "extend", "presets_default", "mirror_set", "profile_set", "profile_delete", "profile_default", "checkpoint", "rewind", "fork", "checkpoint_remove"}
 
 func TestToolsListedInBothModes(t *testing.T) {
 	f := newFront(t, Options{})

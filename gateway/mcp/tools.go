@@ -401,6 +401,7 @@ func (h *handler) addTools() {
 	h.addPresetTools()
 	h.addMirrorTools()
 	h.addProfileTools()
+	h.addSnapshotTools()
 }
 
 // watch reads one page of a box's log.

@@ -68,6 +68,7 @@ func (c *call) boxCmds() []*cobra.Command {
 		c.diffCmd(), c.sleepCmd(), c.wakeCmd(), c.keepCmd(true), c.keepCmd(false), c.rmCmd(), c.allowCmd(),
 		c.titleCmd(), c.repoCmd(),
 		c.extendCmd(),
+		c.checkpointCmd(), c.checkpointsCmd(), c.rewindCmd(), c.forkCmd(),
 	}
 }
 

@@ -42,6 +42,11 @@ func TestCommandsOverSSH(t *testing.T) {
 		"ask":             {notFound: []string{nobox, "q"}, box: true},
 		"attach":          {box: true}, // needs -t: below
 		"audit":           {},
+		"checkpoint":      {notFound: []string{nobox}, box: true},
+		"checkpoints":     {notFound: []string{nobox}, box: true},
+		"checkpoints rm":  {notFound: []string{nobox, "cp-abcdefgh"}, box: true},
+		"fork":            {notFound: []string{nobox}, box: true},
+		"rewind":          {notFound: []string{nobox, "cp-abcdefgh"}, box: true},
 		"diff":            {notFound: []string{nobox}, box: true},
 		"exec":            {notFound: []string{nobox, "--", "true"}, box: true},
 		"extend":          {notFound: []string{nobox, "1h"}, box: true},

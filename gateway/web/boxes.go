@@ -30,6 +30,11 @@ type boxes interface {
 	Wake(ctx context.Context, caller keys.Actor, name string) (fleet.Box, error)
 	Keep(ctx context.Context, caller keys.Actor, name string, keep bool) (fleet.Box, error)
 	Extend(ctx context.Context, caller keys.Actor, name string, by time.Duration) (fleet.Box, error)
+	Checkpoint(ctx context.Context, caller keys.Actor, name, label string) (fleet.Checkpoint, error)
+	Checkpoints(ctx context.Context, caller keys.Actor, name string) ([]fleet.Checkpoint, error)
+	Rewind(ctx context.Context, caller keys.Actor, name, id string) (fleet.Box, error)
+	Fork(ctx context.Context, caller keys.Actor, name, task string) (fleet.Box, error)
+	DeleteCheckpoint(ctx context.Context, caller keys.Actor, name, id string) error
 	Destroy(ctx context.Context, caller keys.Actor, name string) error
 	MentionedRepos(task string, given []fleet.RepoSpec) []string
 	Repos(ctx context.Context, caller keys.Actor, account, query string) ([]forge.RepoInfo, error)

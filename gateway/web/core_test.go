@@ -45,6 +45,8 @@ type scriptedBox struct {
 	files map[string][]byte
 	diff  string
 	inbox []fleet.InboxItem
+	// checkpoints are what Checkpoint saved, oldest first.
+	checkpoints []fleet.Checkpoint
 	// readErr, when set, is what Diff and ReadDir answer: a read that
 	// fails after the page was drawn (the machine died meanwhile).
 	readErr error

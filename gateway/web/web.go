@@ -10,7 +10,8 @@
 // (a delegation's steps; /stream: SSE), GET /boxes/{box},
 // GET /boxes/{box}/stream (status and log SSE; id = log offset, so
 // Last-Event-ID resumes), /log.txt, /diff, /files, /artifact (download only,
-// sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy,title,repos,extend,preview},
+// sandboxed), POST /boxes/{box}/{answer,sleep,wake,keep,unkeep,destroy,title,repos,extend,preview,checkpoint,rewind,fork},
+// GET /boxes/{box}/checkpoints, POST /boxes/{box}/checkpoints/{id}/delete,
 // GET /settings with its POSTs, GET /audit and GET|POST /pool (admins: the
 // warm pool, pool.go), POST /csp-report,
 // GET /static/. Every state-changing console route is a POST behind
@@ -374,6 +375,11 @@ func (s *Server) consoleRoutes() {
 	s.handle("POST /boxes/{box}/repos", s.page(s.boxForm(addRepo)))
 	s.handle("POST /boxes/{box}/extend", s.page(s.boxForm(extend)))
 	s.handle("POST /boxes/{box}/preview", s.page(s.previewLink))
+	s.handle("GET /boxes/{box}/checkpoints", s.page(s.checkpoints))
+	s.handle("POST /boxes/{box}/checkpoint", s.page(s.boxForm(checkpoint)))
+	s.handle("POST /boxes/{box}/rewind", s.page(s.boxForm(rewind)))
+	s.handle("POST /boxes/{box}/checkpoints/{id}/delete", s.page(s.boxForm(removeCheckpoint)))
+	s.handle("POST /boxes/{box}/fork", s.page(s.fork))
 	s.handle("GET /settings", s.page(s.settings))
 	s.handle("POST /settings/accounts", s.page(s.addAccount))
 	s.handle("POST /settings/accounts/{name}/default", s.page(s.accountAction("default")))

@@ -302,6 +302,27 @@ func (b *Backend) sockDir(dir, name string) (string, error) {
 // Create makes the box directory, its sparse ext4 workspace and, for an
 // image, the qcow2 overlay.
 func (b *Backend) Create(ctx context.Context, vb vm.Box) error {
+	return b.provision(vb, func(bx *box) error {
+		if err := makeWorkspace(ctx, filepath.Join(bx.dir, workspaceFile), vb.Spec.WorkspaceMiB); err != nil {
+			return err
+		}
+		if vb.Spec.Image != "" {
+			img, err := image.Resolve(b.dataDir, vb.Spec.Image)
+			if err != nil {
+				return err
+			}
+			if err := makeOverlay(ctx, filepath.Join(bx.dir, rootFile), img.Path); err != nil {
+				return err
+			}
+			bx.rec.Root = img.Path
+		}
+		return nil
+	})
+}
+
+// provision makes box vb's directory and record around the disks that
+// disks puts in it (and names in bx.rec); on any failure nothing is left.
+func (b *Backend) provision(vb vm.Box, disks func(bx *box) error) error {
 	dir := b.Dir(vb.Name)
 	b.mu.Lock()
 	if b.boxes[vb.Name] != nil {
@@ -337,18 +358,11 @@ func (b *Backend) Create(ctx context.Context, vb vm.Box) error {
 		}
 	}
 	bx.rec = record{Box: vb, SockDir: sd}
-	if err := makeWorkspace(ctx, filepath.Join(dir, workspaceFile), vb.Spec.WorkspaceMiB); err != nil {
+	if err := disks(bx); err != nil {
+		if sd != dir {
+			os.RemoveAll(sd)
+		}
 		return fail(err)
-	}
-	if vb.Spec.Image != "" {
-		img, err := image.Resolve(b.dataDir, vb.Spec.Image)
-		if err != nil {
-			return fail(err)
-		}
-		if err := makeOverlay(ctx, filepath.Join(dir, rootFile), img.Path); err != nil {
-			return fail(err)
-		}
-		bx.rec.Root = img.Path
 	}
 	if err := b.saveLocked(bx); err != nil {
 		return fail(err)

@@ -529,6 +529,11 @@ func Run(t *testing.T, s Setup) {
 		})
 	}
 
+	t.Run("Checkpoints", func(t *testing.T) { checkpoints(ctx, t, m, box, spec, s) })
+	if t.Failed() {
+		return
+	}
+
 	t.Run("RestartReadopts", func(t *testing.T) {
 		run(ctx, t, m, box, agent.ExecRequest{Argv: []string{"sh", "-c", "echo before > /workspace/restart.txt"}}, nil)
 		if err := m.Close(); err != nil {
