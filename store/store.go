@@ -29,6 +29,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
 	"sbx.dev/sbx/keys"
@@ -281,7 +282,7 @@ func (s *Store) apply(ctx context.Context, ms []migration) error {
 func (s *Store) tx(ctx context.Context, key int64, fn func(conn) error) error {
 	sqlTx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return busy(fmt.Errorf("begin: %w", err))
 	}
 	// SQLite's writer pool has one connection: a transaction left open by a
 	// panic would block every later write, so roll back before re-panicking.
@@ -300,12 +301,27 @@ func (s *Store) tx(ctx context.Context, key int64, fn func(conn) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
-		return err
+		return busy(err)
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return busy(fmt.Errorf("commit: %w", err))
 	}
 	return nil
+}
+
+// busy says so when err is SQLite's lock held past the busy timeout by
+// another process (a backup, an operator's sqlite3 shell): a failure of
+// the moment, worth retrying, not a bug of the request (found by the
+// fault suite, "SQLite locked by another process").
+func busy(err error) error {
+	var se *sqlite.Error
+	if err == nil || !errors.As(err, &se) {
+		return err
+	}
+	if c := se.Code() & 0xff; c != sqlite3.SQLITE_BUSY && c != sqlite3.SQLITE_LOCKED {
+		return err
+	}
+	return fmt.Errorf("the database is locked by another process, try again shortly (%w): %w", err, errkind.Unavailable)
 }
 
 // update runs fn in a write transaction holding the write lock.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"sbx.dev/sbx/audit"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 )
 
@@ -293,4 +295,37 @@ func TestPanicInTransactionReleasesWriter(t *testing.T) {
 			t.Errorf("the panicking transaction's write was kept: %v", err)
 		}
 	})
+}
+
+// TestRegressionLockedDatabaseIsUnavailable: a write while another process
+// held SQLite's lock failed with SQLite's bare words and no kind (exit 1,
+// HTTP 500), as if the request were wrong; it is Unavailable now, saying
+// what holds it (found by the fault suite).
+func TestRegressionLockedDatabaseIsUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, filepath.Join(dir, "sbx.db"))
+	other, err := sql.Open("sqlite", filepath.Join(dir, "sbx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	hold, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	if _, err := hold.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	alice := keys.User{Name: "alice", Role: keys.RoleOperator, Created: time.Now()}
+	_, err = s.CreateUser(ctx, alice, []keys.Key{newKey(t, "alice")}, testRec)
+	if errkind.Of(err) != errkind.Unavailable || !strings.Contains(err.Error(), "locked by another process") {
+		t.Fatalf("a write under another process's lock: %v (kind %v)", err, errkind.Of(err))
+	}
+	if _, err := hold.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateUser(ctx, alice, []keys.Key{newKey(t, "alice")}, testRec); err != nil {
+		t.Fatalf("after the lock: %v", err)
+	}
 }
