@@ -459,8 +459,9 @@ func (r *runs) endTurn(ctx context.Context, name string, turn, code int, parser 
 	_ = r.logs.at(name, turn, logEnd, 0, turnEndLine(turn, code))
 	if q := r.question(bg, rec); q != "" {
 		rec.Question = q
-		if err := r.records.transition(bg, &rec, Waiting, system(), "box.question", ""); err != nil {
-			r.log.Error("record question", "box", name, "err", err)
+		if err := r.persist(ctx, "record question", name, func() error {
+			return r.records.transition(bg, &rec, Waiting, system(), "box.question", "")
+		}); err != nil {
 			return
 		}
 		r.events.emit(rec, EventQuestion, q)
@@ -469,7 +470,10 @@ func (r *runs) endTurn(ctx context.Context, name string, turn, code int, parser 
 	items, err := r.store.ListInbox(bg, name)
 	if err == nil && len(items) > 0 {
 		it := items[0]
-		if _, err := r.store.DeleteInbox(bg, name, it.ID, audit.Entry{}); err == nil {
+		if err := r.persist(ctx, "take the next follow-up", name, func() error {
+			_, err := r.store.DeleteInbox(bg, name, it.ID, audit.Entry{})
+			return err
+		}); err == nil {
 			r.events.emit(rec, EventInbox, "")
 			actor := keys.Actor{User: it.By, Front: "inbox"}
 			if err := r.startTurn(bg, &rec, it.Text, actor, "box.followup"); err == nil {
@@ -482,8 +486,30 @@ func (r *runs) endTurn(ctx context.Context, name string, turn, code int, parser 
 	if code != 0 && rec.Reason == "" {
 		rec.Reason = "agent " + status
 	}
-	if err := r.records.transition(bg, &rec, Done, system(), "box.done", status); err != nil {
-		r.log.Error("record end of turn", "box", name, "err", err)
+	_ = r.persist(ctx, "record end of turn", name, func() error {
+		return r.records.transition(bg, &rec, Done, system(), "box.done", status)
+	})
+}
+
+// persist retries write, a record of a turn's end, while the store refuses
+// it (a database file locked by another process, a database restarting):
+// the turn has ended in the box, and a record left saying "running" would
+// lie until the next gateway start. It gives up when the follower stops
+// (ctx: this gateway closing, or another taking the box over) or the box
+// is gone. Found by the fault suite ("SQLite locked by another process").
+func (r *runs) persist(ctx context.Context, what, name string, write func() error) error {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := write()
+		if err == nil || errors.Is(err, ErrNotFound) {
+			return err
+		}
+		r.log.Warn(what+": retrying", "box", name, "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			r.log.Error(what, "box", name, "err", err)
+			return err
+		case <-time.After(wait):
+		}
 	}
 }
 
