@@ -91,6 +91,7 @@ func (l *logs) open(name string) (*runlog.Log, error) {
 	if b.log != nil {
 		return b.log, nil
 	}
+	l.dropUnrecorded(b, name)
 	lg, err := runlog.Open(l.dir, name)
 	if err != nil {
 		return nil, err
@@ -99,13 +100,43 @@ func (l *logs) open(name string) (*runlog.Log, error) {
 	return lg, nil
 }
 
+// dropUnrecorded cuts the box's log back to the size its position last
+// recorded, before the log is opened for appending: what lies past it was
+// written by a gateway killed before it recorded how far the box's output
+// it came from, and the follower writes it again from the recorded raw
+// offset, once. Without this a kill -9 mid-turn logged up to a second of
+// output twice (found by the fault suite, "gateway kill -9 mid-turn").
+// l.mu held.
+func (l *logs) dropUnrecorded(b *boxLog, name string) {
+	p := l.posLocked(b, name)
+	fi, err := os.Stat(l.path(name))
+	if err != nil || p.Size <= 0 || fi.Size() <= p.Size {
+		return
+	}
+	if err := os.Truncate(l.path(name), p.Size); err != nil {
+		l.log.Warn("log: cut back to its recorded position", "box", name, "err", err)
+		return
+	}
+	l.log.Info("log: dropped output written after its last recorded position; it is followed again",
+		"box", name, "bytes", fi.Size()-p.Size, "turn", p.Turn, "raw", p.Raw)
+}
+
+// append writes text that comes from no turn's output (an interruption, a
+// wake, a repository added) and records the log's new size.
 func (l *logs) append(name, text string) error {
 	lg, err := l.open(name)
 	if err != nil {
 		return err
 	}
-	_, err = lg.Write([]byte(text))
-	return err
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := lg.Write([]byte(text)); err != nil {
+		return err
+	}
+	p := l.posLocked(l.boxLocked(name), name)
+	p.Size = lg.Size()
+	l.savePos(name, p)
+	return nil
 }
 
 // reading reports whether this gateway has the box's log open.
@@ -199,7 +230,10 @@ type logPos struct {
 	Turn  int   `json:"turn"`
 	Raw   int64 `json:"raw"`
 	Ended bool  `json:"ended"`
-	saved time.Time
+	// Size is the log's size once the write this position describes was
+	// made: a log found longer was written past it by a gateway that died
+	// before saving it (see dropUnrecorded).
+	Size int64 `json:"size,omitempty"`
 }
 
 // posLocked returns the box's log position, loading it once. l.mu held.
@@ -213,11 +247,10 @@ func (l *logs) posLocked(b *boxLog, name string) *logPos {
 	return b.pos
 }
 
-func (l *logs) savePos(name string, p *logPos, force bool) {
-	if !force && time.Since(p.saved) < time.Second {
-		return
-	}
-	p.saved = time.Now()
+// savePos records p with every write to the log, before the store records
+// the raw offset the follower resumes from, so that offset is never past
+// the recorded position (the follower re-reads, at skips what the log has).
+func (l *logs) savePos(name string, p *logPos) {
 	b, _ := json.Marshal(p)
 	tmp := l.posPath(name) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err == nil {
@@ -233,14 +266,10 @@ const (
 )
 
 // at writes text to this gateway's copy of the box's log if it is past
-// what the copy holds (see logPos). Without a cluster it just appends.
+// what the copy holds (see logPos): a follower resumed from an older
+// offset (after a restart, or on a cluster a mirror of another gateway's
+// turn) writes each line once.
 func (l *logs) at(name string, turn int, kind int, end int64, text string) error {
-	if !l.leases.on() {
-		if text == "" {
-			return nil
-		}
-		return l.append(name, text)
-	}
 	lg, err := l.open(name)
 	if err != nil {
 		return err
@@ -261,7 +290,7 @@ func (l *logs) at(name string, turn int, kind int, end int64, text string) error
 				out = "\n" + out
 			}
 		}
-		*p = logPos{Turn: turn, saved: p.saved}
+		*p = logPos{Turn: turn, Size: p.Size}
 		if kind == logHeader {
 			break
 		}
@@ -285,7 +314,8 @@ func (l *logs) at(name string, turn int, kind int, end int64, text string) error
 			return err
 		}
 	}
-	l.savePos(name, p, kind != logLine)
+	p.Size = lg.Size()
+	l.savePos(name, p)
 	return nil
 }
 
