@@ -85,9 +85,19 @@ func (p *proc) finish(err error) {
 	if err == nil {
 		err = errors.New("exited with status 0")
 	}
+	// The guest console's last line says why a machine stopped on its own
+	// (a kernel panic); a machine killed by a signal from outside (the OOM
+	// killer, an operator's kill -9) did not stop for anything the guest
+	// printed, and its last boot message would only mislead.
+	console := tailNote(filepath.Join(filepath.Dir(p.log), consoleFile), 0)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			console = " (killed from outside sbx: the OOM killer, or an operator)"
+		}
+	}
 	p.mu.Lock()
-	p.err = fmt.Errorf("qemu process %d %w%s%s", p.pid, err, tailNote(p.log, p.logOff),
-		tailNote(filepath.Join(filepath.Dir(p.log), consoleFile), 0))
+	p.err = fmt.Errorf("qemu process %d %w%s%s", p.pid, err, tailNote(p.log, p.logOff), console)
 	p.mu.Unlock()
 	close(p.done)
 }

@@ -1,9 +1,12 @@
 package qemu
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestQMPPathOf: recovery kills processes by what qmpPathOf finds, so only
@@ -51,5 +54,45 @@ func TestCPUTicksAndMemory(t *testing.T) {
 	}
 	if _, err := privateBytes(1 << 30); err == nil {
 		t.Error("privateBytes of a missing pid succeeded")
+	}
+}
+
+// TestRegressionKilledMachineBlamesItsConsole: a machine killed from
+// outside (kill -9, the OOM killer) failed with its console's last line as
+// the reason ("genirq: Flags mismatch irq 8…", a boot message): the reason
+// now says it was killed, and keeps the console's word for a machine that
+// stopped on its own (found by the fault suite, "QEMU kill -9 while running").
+func TestRegressionKilledMachineBlamesItsConsole(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, consoleFile), []byte("genirq: Flags mismatch irq 8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "qemu.log")
+	for _, tc := range []struct {
+		name, script string
+		kill         bool
+		want, not    string
+	}{
+		{"killed", "sleep 30", true, "killed from outside sbx", "genirq"},
+		{"stopped on its own", "exit 1", false, "genirq: Flags mismatch irq 8", "outside"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := startProc("/bin/sh", []string{"-c", tc.script}, logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.kill {
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the process did not end")
+			}
+			msg := p.exitErr().Error()
+			if !strings.Contains(msg, tc.want) || strings.Contains(msg, tc.not) {
+				t.Fatalf("reason %q: want %q, not %q", msg, tc.want, tc.not)
+			}
+		})
 	}
 }
