@@ -254,6 +254,12 @@ func (f *Fleet) recover(ctx context.Context) error {
 		case mb.State == vm.Failed:
 			rec.Reason = "machine failed: " + mb.Reason
 			_ = f.records.transition(ctx, &rec, Failed, system(), "box.fail", rec.Reason)
+		case mb.State == vm.Sleeping && rec.State != Sleeping:
+			// The gateway stopped after the machine's sleep was complete
+			// and before the core recorded it: the box sleeps (found by
+			// the fault suite, "gateway kill -9 mid-sleep").
+			rec.StateBeforeSleep, rec.SleptAt = rec.State, f.now()
+			_ = f.records.transition(ctx, &rec, Sleeping, system(), "box.sleep", "the gateway stopped during the sleep: "+mb.Reason)
 		case rec.State == Running && !rec.TurnDone && mb.State == vm.Running:
 			f.runs.follow(rec, nil)
 		}

@@ -662,6 +662,58 @@ func (b *Backend) Sleep(ctx context.Context, name string) error {
 	return b.clearPID(bx)
 }
 
+// resumeInterruptedSleep resumes a re-adopted machine that a sleep left
+// paused: the gateway stopped (kill -9) between the sleep's QMP stop and
+// its end, so the record still says running while the guest is frozen, and
+// every later sleep failed ("Can't migrate the vm that was paused due to
+// previous migration"). The sleep did not happen: cancel its migration,
+// drop what it wrote (a snapshot of a machine that goes on is stale), name
+// the memory the machine maps again, and go on. Found by the fault suite
+// ("gateway kill -9 mid-sleep"). rec is the record being recovered.
+func (b *Backend) resumeInterruptedSleep(ctx context.Context, name string, bx *box, rec *record, p *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	q, err := b.qmpOf(ctx, bx, p)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	st, err := q.status(ctx)
+	if err != nil || st == "running" {
+		return err
+	}
+	_, _ = q.run(ctx, "migrate_cancel", nil)
+	if mp := memPathOf(cmdline(p.pid)); mp != "" {
+		rec.Machine.RAMFile = mp
+	}
+	snap := filepath.Join(bx.dir, snapFile)
+	os.Remove(snap + ".tmp")
+	os.Remove(snap)
+	if saved := filepath.Join(bx.dir, ramFile); rec.Machine.RAMFile != saved {
+		os.Remove(saved)
+	}
+	if _, err := q.run(ctx, "cont", nil); err != nil {
+		return fmt.Errorf("cont from %q: %w", st, err)
+	}
+	b.log.Info("recover: resumed a machine an interrupted sleep left paused", "box", name, "was", st)
+	return nil
+}
+
+// memPathOf is the guest memory file a QEMU argv maps ("" without one).
+func memPathOf(argv []string) string {
+	for _, a := range argv {
+		if !strings.HasPrefix(a, "memory-backend-file,") {
+			continue
+		}
+		for kv := range strings.SplitSeq(a, ",") {
+			if v, ok := strings.CutPrefix(kv, "mem-path="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
 func (b *Backend) clearPID(bx *box) error {
 	b.mu.Lock()
 	bx.rec.PID = 0
@@ -906,6 +958,14 @@ func (b *Backend) Recover(ctx context.Context) ([]vm.Box, error) {
 			}
 			owned[rec.PID] = true
 			bx.proc = p
+			if rec.Box.State == vm.Running {
+				if err := b.resumeInterruptedSleep(ctx, name, bx, &rec, p); err != nil {
+					p.kill(10 * time.Second)
+					rec.PID = 0
+					rec.Box.State, rec.Box.Reason = vm.Failed, "a sleep the gateway's stop interrupted left the machine paused, and it did not resume: "+err.Error()
+					break
+				}
+			}
 			b.dropTmpRAMAfter(p, rec.Machine.RAMFile)
 			if rec.Box.State == vm.Sleeping || rec.Box.State == vm.Failed || rec.Box.State == vm.Destroyed {
 				// A machine runs for a box that should have none.

@@ -96,3 +96,21 @@ func TestRegressionKilledMachineBlamesItsConsole(t *testing.T) {
 		})
 	}
 }
+
+// TestMemPathOf: recovery names the memory a re-adopted machine maps again
+// after an interrupted sleep from its command line.
+func TestMemPathOf(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"qemu-system-x86_64", "-object", "memory-backend-file,id=ram,size=512M,mem-path=/dev/shm/sbx-1/b.1.ram,share=on"}, "/dev/shm/sbx-1/b.1.ram"},
+		{[]string{"qemu-system-x86_64", "-m", "512"}, ""},
+		{nil, ""},
+		{[]string{"-object", "memory-backend-ram,id=ram,size=1G"}, ""},
+	} {
+		if got := memPathOf(tc.argv); got != tc.want {
+			t.Errorf("memPathOf(%q) = %q, want %q", tc.argv, got, tc.want)
+		}
+	}
+}
