@@ -33,7 +33,10 @@ func sbxForScripts() {
 
 func testServeCommand() *cobra.Command {
 	var clockFile string
+	// The fault suite runs this binary as sbx, so the guest binary is not
+	// next to it: the environment names it (only this test binary reads it).
 	cmd := gateway.NewServeCommand(gateway.Options{
+		GuestBinary: os.Getenv("SBXTEST_GUEST_BINARY"),
 		Now:         func() time.Time { return offsetClock(clockFile)() },
 		SSHCommands: testSSHCommands,
 		HTTPRoutes: map[string]http.Handler{"GET /api/v1/test/panic": http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
