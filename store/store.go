@@ -29,9 +29,9 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"sbx.dev/sbx/audit"
-	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/fleet"
 	"sbx.dev/sbx/fleet/accounts"
+	"sbx.dev/sbx/internal/errkind"
 	"sbx.dev/sbx/keys"
 )
 

@@ -2,9 +2,9 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"crypto/ed25519"
 	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
