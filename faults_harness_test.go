@@ -42,6 +42,7 @@ type faultGateway struct {
 	cmd   *exec.Cmd
 	done  chan error
 	port  string
+	url   string // the web console's base URL
 	pid   int
 	start int // how many times it started
 }
@@ -118,8 +119,9 @@ func (g *faultGateway) run(extraEnv ...string) {
 	g.cmd, g.done = cmd, done
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if addrs, ok := testutil.ReadAddrFile(addrFile, "ssh", "pid"); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
+		if addrs, ok := testutil.ReadAddrFile(addrFile, "ssh", "url", "pid"); ok && addrs["pid"] == strconv.Itoa(cmd.Process.Pid) {
 			_, g.port, _ = net.SplitHostPort(addrs["ssh"])
+			g.url = addrs["url"]
 			g.pid = cmd.Process.Pid
 			return
 		}

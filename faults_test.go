@@ -11,9 +11,14 @@ package main
 //	SBX_FAULT_SEED=N go test -count=1 -v -run '^TestFaults$' .   # replays a run
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +29,8 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"sbx.dev/sbx/internal/testutil"
 )
@@ -60,6 +67,7 @@ func TestFaults(t *testing.T) {
 		{"SQLite locked by another process", faultDatabaseLocked},
 		{"clock forward past the sleep TTL, back an hour", faultClockSteps},
 		{"SSH log reader dropped mid-stream", faultReaderDropped},
+		{"web SSE and MCP readers dropped mid-stream", faultWebAndMCPReadersDropped},
 	} {
 		ok := t.Run(f.name, func(t *testing.T) {
 			r := f.run(t, seed)
@@ -524,4 +532,138 @@ func cut(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// faultWebAndMCPReadersDropped: a console's SSE log stream is cut mid-turn
+// and resumed with Last-Event-ID; an MCP session reading with watch is
+// dropped and a new one goes on from next_offset. Both read every line once.
+func faultWebAndMCPReadersDropped(t *testing.T, seed uint64) faultRow {
+	g := newFaultGateway(t)
+	rng := faultRNG(seed + 7)
+	tr := transcript{seed: seed, n: 24, pause: 0.25}
+	box := g.delegate(tr)
+	ctx := context.Background()
+
+	// The console: log in with a one-time link, stream the box's log.
+	jar, _ := cookiejar.New(nil)
+	web := &http.Client{Jar: jar, Timeout: 3 * time.Minute}
+	link := strings.TrimSpace(g.must("login"))
+	if resp, err := web.Post(link, "application/x-www-form-urlencoded", nil); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("login: %s", resp.Status)
+		}
+	}
+	var sseText strings.Builder
+	lastID := ""
+	read := func(cut int) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/boxes/"+box+"/stream", nil)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := web.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream: %s", resp.Status)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		event, id, data := "", "", []string{}
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, strings.TrimPrefix(line, "data: "))
+			case line == "":
+				if event == "log" {
+					sseText.WriteString(html.UnescapeString(strings.Join(data, "\n")))
+					if id != "" {
+						lastID = id
+					}
+				}
+				event, id, data = "", "", nil
+				if strings.Count(sseText.String(), "fault-line ") >= cut {
+					return // the reader goes away mid-stream
+				}
+			}
+		}
+	}
+	cut := 3 + rng.IntN(8)
+	read(cut)
+	// The MCP reader's first session reads while the turn still runs.
+	mcpCut := cut + 1 + rng.IntN(4)
+	g.waitLines(tr, box, mcpCut)
+	token := strings.TrimSpace(g.must("token", "create", "--scope", "read", "--name", "faults"))
+	connect := func() *sdk.ClientSession {
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "sbx-faults", Version: "v0"}, nil).Connect(ctx, &sdk.StreamableClientTransport{
+			Endpoint: g.url + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerToken{token: token, base: http.DefaultTransport}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	var mcpText strings.Builder
+	var next int64
+	watch := func(cs *sdk.ClientSession) bool {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "watch", Arguments: map[string]any{"box": box, "from": next, "max_lines": 200}})
+		if err != nil || res.IsError {
+			t.Fatalf("watch from %d: %v %+v", next, err, res)
+		}
+		var out struct {
+			Text       string `json:"text"`
+			NextOffset int64  `json:"next_offset"`
+			More       bool   `json:"more"`
+			Truncated  bool   `json:"truncated"`
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(raw, &out); err != nil || out.Truncated {
+			t.Fatalf("watch: %v %s", err, raw)
+		}
+		mcpText.WriteString(out.Text)
+		next = out.NextOffset
+		return out.More
+	}
+	first := connect()
+	watch(first)
+	_ = first.Close() // dropped mid-turn
+	g.waitState(box, 3*time.Minute, "done")
+	start := time.Now()
+	read(tr.n)
+	sseTook := time.Since(start)
+	if got := tr.check(t, sseText.String()); got != tr.n {
+		t.Fatalf("the SSE reads hold %d of %d lines", got, tr.n)
+	}
+
+	start = time.Now()
+	second := connect()
+	defer second.Close()
+	for watch(second) {
+	}
+	mcpTook := time.Since(start)
+	if got := tr.check(t, mcpText.String()); got != tr.n {
+		t.Fatalf("the MCP reads hold %d of %d lines", got, tr.n)
+	}
+	g.assertNoOrphans()
+	return faultRow{outcome: fmt.Sprintf("SSE cut after %d lines, resumed by Last-Event-ID; MCP session dropped, resumed at next_offset: every line once", cut),
+		recovery: max(sseTook, mcpTook)}
+}
+
+// bearerToken sends an API key with every request.
+type bearerToken struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearerToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
 }
