@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -25,6 +26,15 @@ func EgressAuditDetail(box, what, reason, addr string) string {
 		d += " addr=" + addr
 	}
 	return d
+}
+
+// addressPolicy reports whether reason is the address policy's
+// (netpolicy.Refused: "127.0.0.1 is a loopback address"), not the
+// allow-list's.
+func addressPolicy(reason string) bool {
+	a, rest, _ := strings.Cut(reason, " ")
+	_, err := netip.ParseAddr(a)
+	return err == nil && strings.HasPrefix(rest, "is a")
 }
 
 // maxRefusalsNamed bounds how many refused hosts a failure names.
@@ -58,7 +68,11 @@ func (f *Fleet) refusedDuring(ctx context.Context, box, owner string, began time
 			more++
 			continue
 		}
-		named = append(named, r.Target+" ("+strings.TrimSpace(reason)+")")
+		reason = strings.TrimSpace(reason)
+		if addressPolicy(reason) {
+			reason = "the address policy: " + reason
+		}
+		named = append(named, r.Target+" ("+reason+")")
 	}
 	if len(named) == 0 {
 		return ""

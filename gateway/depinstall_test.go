@@ -217,7 +217,7 @@ func TestProfileDependencyInstallColdAndFork(t *testing.T) {
 	must(adaKey, "mirror", "rm", "corp-npm")
 	before := len(reg.Requests())
 	out, code := ssh(aliceKey, "new", "--json", "--repo", "acme/widget", `"!say never"`)
-	if code == 0 || !strings.Contains(out, "install step exited") || !strings.Contains(out, hostPort) || !strings.Contains(out, "127.0.0.1 is a loopback address") {
+	if code == 0 || !strings.Contains(out, "install step exited") || !strings.Contains(out, hostPort) || !strings.Contains(out, "the address policy: 127.0.0.1 is a loopback address") {
 		t.Fatalf("new without the mirror: exit %d, want the install step's failure naming %s and the address policy's reason:\n%s", code, hostPort, out)
 	}
 	t.Logf("without the mirror: %s", strings.TrimSpace(out))
