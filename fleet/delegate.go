@@ -338,6 +338,7 @@ func (f *Fleet) start(ctx context.Context, caller keys.Actor, c *checked) (recor
 
 	fail := func(err error) (record, error) {
 		rec.Reason = err.Error()
+		f.endFailedStart(context.WithoutCancel(ctx), rec)
 		_ = f.records.transition(context.WithoutCancel(ctx), &rec, Failed, caller, "box.fail", rec.Reason)
 		return rec, err
 	}

@@ -63,6 +63,7 @@ func (f *Fleet) runLogged(ctx context.Context, rec record, step, who string, tim
 		return err
 	}
 	_, _ = log.Write([]byte("── " + step + " · " + who + " ──\n"))
+	began := f.now().Add(-time.Second)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	p, err := f.vm.Exec(ctx, rec.VM, req)
@@ -80,7 +81,12 @@ func (f *Fleet) runLogged(ctx context.Context, rec record, step, who string, tim
 		return fmt.Errorf("%s step: %w", step, vmErr(err))
 	case st.Code != 0 || st.Signal != "":
 		_, _ = fmt.Fprintf(log, "── %s exited %d%s ──\n", step, st.Code, sig(st.Signal))
-		return fmt.Errorf("%s step exited %d%s (its output is in the box's log): %w", step, st.Code, sig(st.Signal), ErrConflict)
+		why := ""
+		if r := f.refusedDuring(context.WithoutCancel(ctx), rec.Name, rec.Owner, began); r != "" {
+			_, _ = fmt.Fprintf(log, "sbx: %s\n", r)
+			why = "; " + r
+		}
+		return fmt.Errorf("%s step exited %d%s (its output is in the box's log)%s: %w", step, st.Code, sig(st.Signal), why, ErrConflict)
 	}
 	_, _ = log.Write([]byte("── " + step + " done ──\n"))
 	return nil

@@ -165,10 +165,7 @@ func (n *network) Audit(ctx context.Context, d boxnet.Decision) {
 	if d.Port != 0 {
 		target = net.JoinHostPort(d.Host, strconv.Itoa(d.Port))
 	}
-	detail := fmt.Sprintf("box=%s %s %s", box, d.Detail, d.Reason)
-	if d.Addr != "" {
-		detail += " addr=" + d.Addr
-	}
+	detail := fleet.EgressAuditDetail(box, d.Detail, d.Reason, d.Addr)
 	_ = n.audit.Record(ctx, audit.Entry{Actor: owner, Front: "box", Action: "net." + d.Kind, Target: target, Result: result, Detail: detail})
 }
 
