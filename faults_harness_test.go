@@ -173,6 +173,11 @@ func (g *faultGateway) cleanup() {
 	if g.t.Failed() {
 		g.t.Logf("gateway log (tail):\n%s", g.logTail(120))
 	}
+	// SBX_FAULTS_LOGS keeps every gateway's whole log, for a replay.
+	if dir := os.Getenv("SBX_FAULTS_LOGS"); dir != "" {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(g.t.Name()) + ".log"
+		_ = os.WriteFile(filepath.Join(dir, name), []byte(g.log()), 0o644)
+	}
 }
 
 func (g *faultGateway) logPath() string { return filepath.Join(g.dir, "serve.log") }

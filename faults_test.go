@@ -63,6 +63,7 @@ func TestFaults(t *testing.T) {
 		{"gateway SIGSTOP past every timeout", faultGatewayStopped},
 		{"gateway kill -9 mid-sleep, then mid-wake", faultGatewayKillMidSleepWake},
 		{"QEMU kill -9 while running", faultMachineKilled},
+		{"QEMU kill -9 mid-sleep, then mid-wake", faultMachineKilledMidSleepWake},
 		{"guest /workspace full", faultGuestDiskFull},
 		{"SQLite locked by another process", faultDatabaseLocked},
 		{"clock forward past the sleep TTL, back an hour", faultClockSteps},
@@ -666,4 +667,80 @@ func (b bearerToken) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.base.RoundTrip(r)
+}
+
+// faultMachineKilledMidSleepWake: the box's QEMU is killed while the box
+// goes to sleep, then (on a second box) while it wakes: each box ends in a
+// state that is true — asleep with a whole snapshot, awake, or failed
+// saying its machine died — and what it logged stays readable once.
+func faultMachineKilledMidSleepWake(t *testing.T, seed uint64) faultRow {
+	g := newFaultGateway(t)
+	rng := faultRNG(seed + 8)
+	var outcomes []string
+	var took time.Duration
+	for _, verb := range []string{"sleep", "wake"} {
+		tr := transcript{seed: seed, n: 6, pause: 0.05}
+		box := g.delegate(tr)
+		g.waitState(box, 3*time.Minute, "done")
+		if verb == "wake" {
+			g.must("sleep", box)
+			g.waitState(box, time.Minute, "sleeping")
+		}
+		from := len(g.log())
+		cmd := exec.Command("ssh", g.sshArgs(verb, box)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		g.waitLog(from, `"command":\["`+verb+`"`, time.Minute)
+		// The machine of this box: while it sleeps the old one ends and
+		// while it wakes a new one starts, so look for it until the
+		// command ends.
+		delay := time.Duration(rng.IntN(300)) * time.Millisecond
+		time.Sleep(delay)
+		killed := false
+		for range 50 {
+			if pids := g.machines(); len(pids) == 1 {
+				_ = syscall.Kill(pids[0], syscall.SIGKILL)
+				killed = true
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = cmd.Wait()
+		start := time.Now()
+		b := g.waitState(box, 2*time.Minute, "sleeping", "done", "failed")
+		took = max(took, time.Since(start))
+		switch b.State {
+		case "failed":
+			if !strings.Contains(b.Reason, "machine") {
+				t.Fatalf("the box failed saying %q, want why (its machine)", b.Reason)
+			}
+		case "sleeping":
+			// A whole snapshot: it must wake.
+			if out, errOut, code := g.ssh("wake", box); code != 0 {
+				t.Fatalf("the sleeping box does not wake: exit %d %s%s", code, out, errOut)
+			}
+			b = g.waitState(box, time.Minute, "done", "failed")
+		}
+		if b.State == "done" {
+			// Awake means a machine that answers.
+			if out, errOut, code := g.ssh("exec", box, "--", "true"); code != 0 {
+				b, _ = g.box(box)
+				t.Fatalf("the box says it is awake (now %s %q) but its machine does not answer: exit %d %s%s", b.State, b.Reason, code, out, errOut)
+			}
+		}
+		if got := tr.check(t, g.must("logs", box)); got != tr.n {
+			t.Fatalf("the log holds %d of %d lines", got, tr.n)
+		}
+		o := fmt.Sprintf("mid-%s (QEMU killed %v, %s in): %s", verb, killed, delay, b.State)
+		if b.Reason != "" {
+			o += " (" + cut(b.Reason, 60) + ")"
+		}
+		outcomes = append(outcomes, o)
+		if len(g.audit("box.fail", box)) == 0 && b.State == "failed" {
+			t.Fatalf("no box.fail row for %s", box)
+		}
+		g.assertNoOrphans() // and the next round's box is the only machine
+	}
+	return faultRow{outcome: strings.Join(outcomes, "; "), recovery: took}
 }
